@@ -1,0 +1,50 @@
+"""Memory accounting: effective bits per KV element and KV-cache bytes.
+
+Paper accounting (spec section 3.4): the sink and recent windows are 16-bit, the INT2 history costs
+``bits + 2 * scale_bits / group_size`` per element (one scale and one zero per group):
+
+    BPE(L) = [(L - S - W) * (b + 2 * scale_bits / G) + min(L, S + W) * 16] / L
+
+With S=64, W=256, G=128, b=2 and 16-bit scale/zero this gives 2.2836 at L=131072 (the paper's 2.28).
+"""
+
+from __future__ import annotations
+
+
+def int_region_bits(bits: int = 2, group_size: int = 128, scale_bits: int = 16, head_dim: int | None = None) -> float:
+    """Bits per element of the quantized region (codes + one scale and one zero per group)."""
+    g = min(group_size, head_dim) if head_dim else group_size
+    return bits + 2.0 * scale_bits / g
+
+
+def effective_bits_per_element(
+    context: int,
+    sink: int = 64,
+    recent: int = 256,
+    bits: int = 2,
+    group_size: int = 128,
+    scale_bits: int = 16,
+    hp_bits: int = 16,
+    head_dim: int | None = None,
+) -> float:
+    """Average stored bits per K/V element at ``context`` tokens, windows and scale overhead included."""
+    if context <= 0:
+        raise ValueError(f"context must be positive, got {context}")
+    if sink < 0 or recent < 0:
+        raise ValueError("sink and recent must be >= 0")
+    hp = min(context, sink + recent)
+    q = context - hp
+    return (q * int_region_bits(bits, group_size, scale_bits, head_dim) + hp * hp_bits) / context
+
+
+def kv_cache_bytes(
+    context: int,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    bits_per_element: float,
+    batch: int = 1,
+) -> int:
+    """Bytes of K and V for ``batch`` sequences of ``context`` tokens at ``bits_per_element``."""
+    elements = 2 * batch * context * num_layers * num_kv_heads * head_dim
+    return int(round(elements * bits_per_element / 8))

@@ -1,0 +1,206 @@
+"""Token-wise asymmetric low-bit KV format: the torch reference every kernel is checked against.
+
+A KV row x (one token, one KV head, ``head_dim`` values, already rotated) is split into groups of
+``group_size`` contiguous values. Per group we store a scale s and a zero z (both in ``scale_dtype``)
+and one b-bit code per value:
+
+    m, M   = min(x_g), max(x_g)          (after the optional row clip, see ``clip_rows``)
+    s      = max(M - m, 1e-8) / (2**b - 1)
+    z      = m                             value-domain zero point
+    code   = argmin_c |x - (z + s * level[c])|   (uniform levels: round((x - z) / s))
+    x_hat  = z + s * level[code]           (uniform: level[c] = c)
+
+Departure from the authors' kernels (spec section 3.1): they store z = -m/s in *code* units and
+dequantize (c - z) * s. With a 16-bit zero that loses precision whenever |m| >> s (z of 10^4 has a
+spacing of 8 in fp16). Storing the value-domain offset m is the same affine map without that
+problem, and it lets non-uniform (Lloyd-Max) levels reuse the same two numbers.
+
+Bit order ("quartered" packing, spec section 3.2). With p = 8 // bits codes per byte and
+n = head_dim // p bytes per row, byte j holds the codes of coordinates j, j + n, j + 2n, ... at bit
+offsets 0, bits, 2*bits, ...:
+
+    INT2: byte_j = c[j] | c[j + d/4] << 2 | c[j + d/2] << 4 | c[j + 3d/4] << 6
+    INT4: byte_j = c[j] | c[j + d/2] << 4
+
+so each bit plane of the packed row is a contiguous quarter (half) of the head dimension, which is
+what a decode kernel wants to unpack into a tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+SUPPORTED_BITS = (2, 4)
+_SCALE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def _dtype(name_or_dtype) -> torch.dtype:
+    if isinstance(name_or_dtype, torch.dtype):
+        return name_or_dtype
+    try:
+        return _SCALE_DTYPES[str(name_or_dtype).replace("torch.", "")]
+    except KeyError:
+        raise ValueError(
+            f"scale_dtype {name_or_dtype!r} is not supported; use one of {sorted(_SCALE_DTYPES)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How one KV tensor (K or V) is quantized.
+
+    bits:        2 (four levels) or 4.
+    group_size:  values per (scale, zero) pair along head_dim; clamped to head_dim when larger.
+    clip_ratio:  rho in (0, 1): each row is clamped to +-tau with tau = sort(|x|)[floor(rho * d)]
+                 (spec section 2). None, <= 0 or >= 1 disables clipping.
+    scale_dtype: storage dtype of scale and zero ("float16", "bfloat16" or "float32").
+    levels:      optional non-uniform reconstruction levels in code units (sorted, 2**bits values in
+                 [0, 2**bits - 1]); None means uniform levels 0, 1, ..., 2**bits - 1.
+    """
+
+    bits: int = 2
+    group_size: int = 128
+    clip_ratio: float | None = None
+    scale_dtype: str = "float16"
+    levels: tuple[float, ...] | None = field(default=None)
+
+    def __post_init__(self):
+        if self.bits not in SUPPORTED_BITS:
+            raise ValueError(f"bits={self.bits} is not supported; use one of {SUPPORTED_BITS}")
+        if self.group_size <= 0:
+            raise ValueError(f"group_size must be positive, got {self.group_size}")
+        _dtype(self.scale_dtype)
+        if self.levels is not None:
+            lv = list(self.levels)
+            if len(lv) != 2**self.bits:
+                raise ValueError(f"levels needs {2**self.bits} values for {self.bits}-bit codes, got {len(lv)}")
+            if any(b < a for a, b in zip(lv, lv[1:])):
+                raise ValueError(f"levels must be sorted ascending, got {lv}")
+
+    @property
+    def n_levels(self) -> int:
+        return 2**self.bits
+
+    @property
+    def clips(self) -> bool:
+        return self.clip_ratio is not None and 0.0 < self.clip_ratio < 1.0
+
+    def group(self, head_dim: int) -> int:
+        g = min(self.group_size, head_dim)
+        if head_dim % g:
+            raise ValueError(f"head_dim {head_dim} is not a multiple of group_size {g}; pick a divisor of head_dim")
+        return g
+
+    def level_tensor(self, device=None) -> torch.Tensor:
+        if self.levels is None:
+            return torch.arange(self.n_levels, dtype=torch.float32, device=device)
+        return torch.tensor(self.levels, dtype=torch.float32, device=device)
+
+
+@dataclass
+class QuantizedRows:
+    """Packed rows: codes ``[..., head_dim * bits // 8]`` uint8, scale and zero ``[..., head_dim // group]``."""
+
+    codes: torch.Tensor
+    scale: torch.Tensor
+    zero: torch.Tensor
+    head_dim: int
+    bits: int
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.codes, self.scale, self.zero))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.codes.shape[:-1], self.head_dim)
+
+    def index(self, idx) -> "QuantizedRows":
+        """Select along the leading (row) dims, e.g. ``q.index((slice(None), slice(None), slice(0, 5)))``."""
+        return QuantizedRows(self.codes[idx], self.scale[idx], self.zero[idx], self.head_dim, self.bits)
+
+    @staticmethod
+    def cat(parts: list["QuantizedRows"], dim: int) -> "QuantizedRows":
+        p0 = parts[0]
+        return QuantizedRows(
+            torch.cat([p.codes for p in parts], dim),
+            torch.cat([p.scale for p in parts], dim),
+            torch.cat([p.zero for p in parts], dim),
+            p0.head_dim,
+            p0.bits,
+        )
+
+
+def clip_rows(x: torch.Tensor, clip_ratio: float | None) -> torch.Tensor:
+    """Clamp each row (last dim) to +-tau, tau = sort(|x|)[floor(rho * d)] (index clamped to d - 1)."""
+    if clip_ratio is None or not (0.0 < clip_ratio < 1.0):
+        return x
+    d = x.shape[-1]
+    k = min(max(int(clip_ratio * d), 0), d - 1)
+    tau = x.abs().sort(dim=-1).values[..., k : k + 1]
+    return torch.maximum(torch.minimum(x, tau), -tau)
+
+
+def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """Pack integer codes ``[..., d]`` (values < 2**bits) into uint8 ``[..., d * bits // 8]`` (quartered order)."""
+    per = 8 // bits
+    d = codes.shape[-1]
+    if d % per:
+        raise ValueError(f"head_dim {d} must be a multiple of {per} to pack {bits}-bit codes")
+    n = d // per
+    c = codes.to(torch.uint8).reshape(*codes.shape[:-1], per, n)
+    out = torch.zeros(*codes.shape[:-1], n, dtype=torch.uint8, device=codes.device)
+    for k in range(per):
+        out |= c[..., k, :] << (k * bits)
+    return out
+
+
+def unpack_codes(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """Inverse of ``pack_codes``: uint8 ``[..., n]`` -> uint8 codes ``[..., n * 8 // bits]``."""
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    planes = [(packed >> (k * bits)) & mask for k in range(per)]
+    return torch.cat(planes, dim=-1)
+
+
+def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
+    """Quantize rows of ``x`` (``[..., head_dim]``, any float dtype) to packed codes + scale/zero."""
+    d = x.shape[-1]
+    g = cfg.group(d)
+    sdt = _dtype(cfg.scale_dtype)
+    xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
+    xg = xf.reshape(*xf.shape[:-1], d // g, g)
+    lo = xg.amin(-1)
+    hi = xg.amax(-1)
+    top = cfg.n_levels - 1
+    # Round scale and zero to their storage dtype *before* coding, so dequantize() reproduces exactly
+    # the levels the codes were chosen against.
+    scale = ((hi - lo).clamp_min(1e-8) / top).to(sdt)
+    zero = lo.to(sdt)
+    u = (xg - zero.float()[..., None]) / scale.float()[..., None]  # position in code units
+    if cfg.levels is None:
+        codes = torch.floor(u + 0.5).clamp_(0, top)
+    else:
+        lv = cfg.level_tensor(x.device)
+        bounds = (lv[1:] + lv[:-1]) / 2  # nearest level = count of midpoints below u
+        codes = torch.bucketize(u.contiguous(), bounds, right=True).clamp_(0, top)
+    codes = codes.reshape(*xf.shape[:-1], d)
+    return QuantizedRows(pack_codes(codes, cfg.bits), scale, zero, d, cfg.bits)
+
+
+def dequantize(q: QuantizedRows, cfg: QuantConfig | None = None, dtype=torch.float32) -> torch.Tensor:
+    """Rows ``[..., head_dim]`` in ``dtype`` from packed codes (levels from ``cfg`` when non-uniform)."""
+    codes = unpack_codes(q.codes, q.bits).float()
+    if cfg is not None and cfg.levels is not None:
+        codes = cfg.level_tensor(codes.device)[codes.long()]
+    ng = q.scale.shape[-1]
+    g = q.head_dim // ng
+    cg = codes.reshape(*codes.shape[:-1], ng, g)
+    x = q.zero.float()[..., None] + q.scale.float()[..., None] * cg
+    return x.reshape(*codes.shape[:-1], q.head_dim).to(dtype)
+
+
+def fake_quantize(x: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
+    """quantize -> dequantize in one call, same dtype as ``x`` (used by evaluation fast paths)."""
+    return dequantize(quantize(x, cfg), cfg, dtype=x.dtype)

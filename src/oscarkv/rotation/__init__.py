@@ -1,0 +1,27 @@
+"""Rotations (Hadamard, bit reversal, OSCAR U.H.P) and rotation files."""
+
+from .build import (
+    COMPOSITIONS,
+    bit_reversal_permutation,
+    bit_reverse_indices,
+    eigh_sorted,
+    hadamard,
+    orthogonality_error,
+    oscar_rotation,
+    permutation_matrix,
+)
+
+__all__ = [
+    "COMPOSITIONS",
+    "bit_reversal_permutation",
+    "bit_reverse_indices",
+    "eigh_sorted",
+    "hadamard",
+    "orthogonality_error",
+    "oscar_rotation",
+    "permutation_matrix",
+]
+
+from .files import RotationMismatchError, RotationSet, config_fingerprint, config_hash  # noqa: E402
+
+__all__ += ["RotationMismatchError", "RotationSet", "config_fingerprint", "config_hash"]

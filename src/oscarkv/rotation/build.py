@@ -1,0 +1,106 @@
+"""Orthogonal rotations for KV quantization: Hadamard, bit-reversal permutation, OSCAR's R = U.H.P.
+
+Convention (spec section 1): rows are row vectors and "rotate x" means ``x @ R``. Because every R here
+is orthogonal, ``(q @ R) @ (k @ R).T == q @ k.T`` and ``(p @ (v @ R)) @ R.T == p @ v``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Compositions offered for ablations; "u_h_pbr" is the shipped OSCAR recipe (spec section 1.3).
+COMPOSITIONS = ("u_h_pbr", "u_h", "u", "h", "h_pbr", "identity")
+
+
+def _check_pow2(n: int, what: str = "size") -> int:
+    if n <= 0 or n & (n - 1):
+        raise ValueError(
+            f"Hadamard rotations need a power-of-two {what}, got {n}; "
+            "OSCAR rotations are only defined for power-of-two head_dim (64, 128, 256, ...)"
+        )
+    return n.bit_length() - 1
+
+
+def hadamard(n: int, dtype=torch.float64) -> torch.Tensor:
+    """Normalized Sylvester Hadamard matrix H_n (symmetric, orthogonal, H @ H = I)."""
+    _check_pow2(n)
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (h / n**0.5).to(dtype)
+
+
+def bit_reverse_indices(n: int) -> torch.Tensor:
+    """br(i): i with its log2(n)-bit binary expansion reversed (n=128: 0, 64, 32, 96, 16, ...)."""
+    nbits = _check_pow2(n)
+    out = []
+    for i in range(n):
+        r = 0
+        for b in range(nbits):
+            r |= ((i >> b) & 1) << (nbits - 1 - b)
+        out.append(r)
+    return torch.tensor(out, dtype=torch.long)
+
+
+def bit_reversal_permutation(eigenvalues: torch.Tensor) -> torch.Tensor:
+    """Column order ``perm`` with perm[br(i)] = sigma(i), sigma = eigenvalue order, largest first.
+
+    Consecutive ranks land far apart (rank 0 -> column 0, rank 1 -> column d/2, rank 2 -> d/4, ...),
+    so with group_size < d the high-variance directions are spread over different quant groups.
+    Apply it as ``M[:, perm]`` (equivalently ``M @ P`` with ``P = I[:, perm]``).
+    """
+    n = eigenvalues.shape[-1]
+    sigma = torch.argsort(eigenvalues, descending=True, stable=True)
+    perm = torch.empty(n, dtype=torch.long)
+    perm[bit_reverse_indices(n)] = sigma
+    return perm
+
+
+def permutation_matrix(perm: torch.Tensor, dtype=torch.float64) -> torch.Tensor:
+    return torch.eye(perm.numel(), dtype=dtype)[:, perm]
+
+
+def eigh_sorted(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (ascending, as eigh returns them) and eigenvectors (columns) of a symmetric matrix."""
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"covariance must be a square matrix, got shape {tuple(cov.shape)}")
+    c = cov.double()
+    c = (c + c.T) / 2
+    if not torch.isfinite(c).all():
+        raise ValueError("covariance has NaN/inf entries; check the calibration data and model dtype")
+    lam, u = torch.linalg.eigh(c)
+    return lam, u
+
+
+def oscar_rotation(cov: torch.Tensor, composition: str = "u_h_pbr") -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotation R (float64, [d, d]) and eigenvalues (ascending) for one attention-aware covariance.
+
+    u_h_pbr: R = U . H . P_br  (OSCAR; spec section 1.3: P permutes the columns of U.H by the rank of
+             the eigenvalues, bit-reversed). At group_size == head_dim P is a no-op for min/max
+             quantization, it only matters for smaller groups.
+    u_h, u, h, h_pbr, identity: the ablation rows.
+    """
+    if composition not in COMPOSITIONS:
+        raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+    d = cov.shape[-1]
+    lam, u = eigh_sorted(cov)
+    if composition == "identity":
+        return torch.eye(d, dtype=torch.float64), lam
+    if composition == "u":
+        return u, lam
+    h = hadamard(d)
+    perm = bit_reversal_permutation(lam)
+    if composition == "h":
+        return h, lam
+    if composition == "h_pbr":
+        return h[:, perm], lam
+    uh = u @ h
+    if composition == "u_h":
+        return uh, lam
+    return uh[:, perm].contiguous(), lam
+
+
+def orthogonality_error(r: torch.Tensor) -> float:
+    """max |R R^T - I| (0 for an exact rotation)."""
+    r = r.double()
+    return (r @ r.T - torch.eye(r.shape[0], dtype=torch.float64)).abs().max().item()

@@ -1,0 +1,184 @@
+"""Rotation files: one safetensors file with K and V rotations for every layer plus metadata.
+
+Tensors (float32):
+    k_rotation, v_rotation        [num_layers, R, head_dim, head_dim]   R = 1 (one per layer, shared by
+                                                                        KV heads, the paper's recipe) or
+                                                                        num_kv_heads (per-head option)
+    k_eigenvalues, v_eigenvalues  [num_layers, R, head_dim]  eigenvalues of Sigma_K / Sigma_V, ascending
+    k_clip, v_clip                [num_layers]  clip ratio rho per layer (0 = no clipping)
+    k_levels, v_levels            [num_layers, 2**bits]  optional Lloyd-Max levels in code units
+
+Metadata (safetensors string map, JSON-encoded values): model_id, config_hash, num_layers,
+num_kv_heads, head_dim, group_size, bits, calib_tokens, composition, objective, library_version.
+The file is written to a temporary name in the same directory and renamed, so a crash never leaves
+a half-written file in place of a good one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+
+FORMAT = "oscar-kv-rotations/1"
+
+
+class RotationMismatchError(ValueError):
+    """A rotation file does not belong to the model it is being used with."""
+
+
+def config_fingerprint(config) -> dict:
+    """The parts of a transformers config that a rotation depends on."""
+    text = getattr(config, "get_text_config", lambda: config)()
+    n_heads = text.num_attention_heads
+    n_kv = getattr(text, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // n_heads
+    fp = {
+        "model_type": getattr(text, "model_type", "unknown"),
+        "num_layers": int(text.num_hidden_layers),
+        "num_attention_heads": int(n_heads),
+        "num_kv_heads": int(n_kv),
+        "head_dim": int(head_dim),
+        "hidden_size": int(text.hidden_size),
+        "vocab_size": int(getattr(text, "vocab_size", 0) or 0),
+    }
+    return fp
+
+
+def config_hash(config) -> str:
+    blob = json.dumps(config_fingerprint(config), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass
+class RotationSet:
+    k_rotation: torch.Tensor  # [L, R, d, d]
+    v_rotation: torch.Tensor  # [L, R, d, d]
+    k_eigenvalues: torch.Tensor | None = None  # [L, R, d]
+    v_eigenvalues: torch.Tensor | None = None
+    k_clip: torch.Tensor | None = None  # [L]
+    v_clip: torch.Tensor | None = None
+    k_levels: torch.Tensor | None = None  # [L, 2**bits]
+    v_levels: torch.Tensor | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("k_rotation", "v_rotation"):
+            t = getattr(self, name)
+            if t.ndim == 3:  # [L, d, d] -> one rotation per layer
+                t = t[:, None]
+            if t.ndim != 4 or t.shape[-1] != t.shape[-2]:
+                raise ValueError(f"{name} must be [num_layers, R, d, d], got {tuple(t.shape)}")
+            setattr(self, name, t.float().contiguous())
+        if self.k_rotation.shape[0] != self.v_rotation.shape[0]:
+            raise ValueError("k_rotation and v_rotation cover a different number of layers")
+
+    @property
+    def num_layers(self) -> int:
+        return self.k_rotation.shape[0]
+
+    @property
+    def head_dim(self) -> int:
+        return self.k_rotation.shape[-1]
+
+    def rotation(self, kind: str, layer: int) -> torch.Tensor:
+        """[R, d, d] rotation for ``kind`` in {"k", "v"} at ``layer``."""
+        return (self.k_rotation if kind == "k" else self.v_rotation)[layer]
+
+    def clip(self, kind: str, layer: int) -> float | None:
+        t = self.k_clip if kind == "k" else self.v_clip
+        if t is None:
+            return None
+        r = float(t[layer])
+        return r if 0.0 < r < 1.0 else None
+
+    def levels(self, kind: str, layer: int) -> tuple[float, ...] | None:
+        t = self.k_levels if kind == "k" else self.v_levels
+        return None if t is None else tuple(float(x) for x in t[layer])
+
+    # ------------------------------------------------------------------ checks
+    def check_model(self, config, group_size: int | None = None) -> None:
+        """Refuse a rotation that was made for a different model (clear message, no traceback soup)."""
+        fp = config_fingerprint(config)
+        problems = []
+        if self.num_layers != fp["num_layers"]:
+            problems.append(f"{self.num_layers} layers in the file, {fp['num_layers']} in the model")
+        if self.head_dim != fp["head_dim"]:
+            problems.append(f"head_dim {self.head_dim} in the file, {fp['head_dim']} in the model")
+        r = self.k_rotation.shape[1]
+        if r not in (1, fp["num_kv_heads"]):
+            problems.append(f"{r} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
+        want = self.meta.get("config_hash")
+        if want and want != config_hash(config) and not problems:
+            problems.append(
+                f"config hash {want} in the file, {config_hash(config)} for the model "
+                f"(file made for {self.meta.get('model_id', '?')})"
+            )
+        if problems:
+            raise RotationMismatchError(
+                "rotation file does not match this model: " + "; ".join(problems)
+                + ". Calibrate rotations for this model with `oscar-kv calibrate --model ...`."
+            )
+
+    # ------------------------------------------------------------------ io
+    def save(self, path: str | os.PathLike) -> Path:
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        tensors = {"k_rotation": self.k_rotation, "v_rotation": self.v_rotation}
+        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels"):
+            t = getattr(self, name)
+            if t is not None:
+                tensors[name] = t.float().contiguous()
+        meta = {"format": FORMAT, "library_version": __version__, **self.meta}
+        meta_str = {k: json.dumps(v) for k, v in meta.items()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=meta_str)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, config=None) -> "RotationSet":
+        from safetensors import safe_open
+
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"rotation file {path} does not exist; create it with `oscar-kv calibrate`")
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                raw_meta = f.metadata() or {}
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:  # safetensors raises its own error types for corrupt headers
+            raise ValueError(f"{path} is not a readable safetensors rotation file ({e})") from None
+        meta = {}
+        for k, v in raw_meta.items():
+            try:
+                meta[k] = json.loads(v)
+            except json.JSONDecodeError:
+                meta[k] = v
+        if meta.get("format") != FORMAT:
+            raise ValueError(
+                f"{path} is not an oscar-kv rotation file (format {meta.get('format')!r}); "
+                "for the authors' per-layer .pt files use `oscarkv.rotation.import_rotationzoo`"
+            )
+        missing = {"k_rotation", "v_rotation"} - tensors.keys()
+        if missing:
+            raise ValueError(f"{path} lacks tensors {sorted(missing)}")
+        rs = cls(meta=meta, **{k: v for k, v in tensors.items() if k in cls.__dataclass_fields__})
+        if config is not None:
+            rs.check_model(config)
+        return rs
