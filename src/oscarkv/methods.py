@@ -1,0 +1,205 @@
+"""The KV-cache methods we compare, by name, and what each one does to a layer's K and V.
+
+    bf16      unquantized (stored in the model's dtype: float32 on CPU, bf16 on GPU)
+    naive     token-wise INT2 per group, no rotation, no clipping
+    hadamard  QuaRot-style: data-free Hadamard H_d per layer, token-wise INT2, no clipping
+    kivi      KIVI-2: keys per *channel* over blocks of `group_size` tokens, values per token;
+              a full-precision residual holds the tokens of the incomplete block
+    int4      Saw-INT4-style reference row: Hadamard + token-wise INT4 (full H_d rather than the
+              block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
+    oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file
+
+All methods share the same BF16 windows (``sink`` first tokens, ``recent`` last tokens) so a table
+compares quantizers at equal bits; ``sink=recent=0`` gives pure INT2.
+
+Everything here is a torch reference: the cache, the evaluation fast path and the kernels' tests
+all go through ``quantize_rows`` / ``quantize_key_blocks`` so there is one definition per operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
+from .rotation import RotationSet, hadamard
+
+METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
+DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
+CLIP_MODES = ("fitted", "default", "off")
+
+
+@dataclass(frozen=True)
+class KVMethod:
+    name: str
+    bits: int | None = 2  # None: unquantized
+    rotation: str = "none"  # "none" | "hadamard" | "calibrated"
+    key_axis: str = "token"  # "token" | "channel" (KIVI keys)
+    group_size: int = 128
+    sink: int = 64
+    recent: int = 256
+    clip: str = "off"  # "fitted" (from the rotation file) | "default" (0.96 / 0.92) | "off"
+    scale_dtype: str = "float16"
+    levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
+
+    @property
+    def quantized(self) -> bool:
+        return self.bits is not None
+
+    def with_windows(self, sink: int, recent: int) -> "KVMethod":
+        return replace(self, sink=sink, recent=recent)
+
+    # --------------------------------------------------------------- accounting
+    def scale_bits(self) -> int:
+        return torch.finfo(getattr(torch, self.scale_dtype)).bits
+
+    def quantized_tokens(self, context: int) -> int:
+        """Tokens held quantized when the cache holds ``context`` tokens."""
+        if not self.quantized:
+            return 0
+        n = max(0, context - self.sink - self.recent)
+        if self.key_axis == "channel":
+            n -= n % self.group_size  # KIVI quantizes whole blocks only
+        return n
+
+    def bits_per_element(self, context: int, head_dim: int) -> float:
+        if not self.quantized:
+            return 16.0
+        q = self.quantized_tokens(context)
+        g = min(self.group_size, head_dim)
+        int_bits = self.bits + 2.0 * self.scale_bits() / g
+        return (q * int_bits + (context - q) * 16.0) / context
+
+    def kv_bytes(self, context: int, num_layers: int, num_kv_heads: int, head_dim: int, batch: int = 1) -> int:
+        return kv_cache_bytes(context, num_layers, num_kv_heads, head_dim, self.bits_per_element(context, head_dim), batch)
+
+    # --------------------------------------------------------------- per layer
+    def layer_plan(self, layer: int, head_dim: int, rotations: RotationSet | None = None) -> "LayerPlan":
+        if not self.quantized:
+            return LayerPlan(None, None, None, None, self.key_axis)
+        if self.rotation == "calibrated" and rotations is None:
+            raise ValueError(
+                f"method {self.name!r} needs calibrated rotations; create them with "
+                "`oscar-kv calibrate --model M --data FILE --out ROT.safetensors` and pass --rotations ROT"
+            )
+        g = min(self.group_size, head_dim)
+        if self.key_axis == "token" and head_dim % g:
+            raise ValueError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
+        k_clip = v_clip = None
+        if self.clip == "default":
+            k_clip, v_clip = DEFAULT_CLIP_K, DEFAULT_CLIP_V
+        elif self.clip == "fitted":
+            if rotations is None or rotations.k_clip is None:
+                k_clip, v_clip = DEFAULT_CLIP_K, DEFAULT_CLIP_V  # the spec's fallback
+            else:
+                k_clip, v_clip = rotations.clip("k", layer), rotations.clip("v", layer)
+        k_lv = v_lv = None
+        if self.levels == "lloyd-max":
+            if rotations is None or rotations.k_levels is None:
+                raise ValueError(
+                    "levels='lloyd-max' needs a rotation file with fitted levels; "
+                    "calibrate with `oscar-kv calibrate --levels lloyd-max`"
+                )
+            k_lv, v_lv = rotations.levels("k", layer), rotations.levels("v", layer)
+        k_cfg = QuantConfig(self.bits, g, k_clip, self.scale_dtype, k_lv)
+        v_cfg = QuantConfig(self.bits, g, v_clip, self.scale_dtype, v_lv)
+        if self.key_axis == "channel":  # KIVI: groups run along tokens, clip never applies
+            k_cfg = QuantConfig(self.bits, self.group_size, None, self.scale_dtype)
+        if self.rotation == "none":
+            rk = rv = None
+        elif self.rotation == "hadamard":
+            rk = rv = hadamard(head_dim, torch.float32)[None]
+        else:
+            rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
+        return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis)
+
+
+@dataclass
+class LayerPlan:
+    """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None."""
+
+    k_cfg: QuantConfig | None
+    v_cfg: QuantConfig | None
+    k_rot: torch.Tensor | None
+    v_rot: torch.Tensor | None
+    key_axis: str = "token"
+
+
+def make_method(
+    name: str,
+    sink: int = 64,
+    recent: int = 256,
+    group_size: int = 128,
+    scale_dtype: str = "float16",
+    clip: str | None = None,
+    levels: str = "uniform",
+) -> KVMethod:
+    """A method by name (see ``METHOD_NAMES``) with shared window/group settings."""
+    if sink < 0 or recent < 0:
+        raise ValueError("sink and recent must be >= 0")
+    if clip is not None and clip not in CLIP_MODES:
+        raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
+    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype)
+    if name == "bf16":
+        return KVMethod("bf16", bits=None, **base)
+    if name == "naive":
+        return KVMethod("naive", clip=clip or "off", **base)
+    if name == "hadamard":
+        return KVMethod("hadamard", rotation="hadamard", clip=clip or "off", **base)
+    if name == "kivi":
+        return KVMethod("kivi", key_axis="channel", **base)
+    if name == "int4":
+        return KVMethod("int4", bits=4, rotation="hadamard", clip=clip or "off", **base)
+    if name == "oscar":
+        return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, **base)
+    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+
+
+def parse_methods(spec: str, **kw) -> list[KVMethod]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise ValueError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
+    return [make_method(n, **kw) for n in names]
+
+
+# ------------------------------------------------------------------- reference ops
+def rotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
+    """x [B, H, T, d] @ R ([R, d, d], R in {1, H}) -> rotated rows, same dtype as x."""
+    if r is None:
+        return x
+    return torch.matmul(x, r.to(x.dtype))
+
+
+def unrotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
+    if r is None:
+        return x
+    return torch.matmul(x, r.to(x.dtype).transpose(-1, -2))
+
+
+def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None):
+    """Token-wise: rotate then quantize rows of x [B, H, T, d]. Returns packed rows (rotated basis)."""
+    return quantize(rotate(x.float(), r), cfg)
+
+
+def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False):
+    """quantize_rows -> dequantize; back in the original basis unless ``rotated_out``."""
+    xh = dequantize(quantize_rows(x, cfg, r), cfg)
+    return (xh if rotated_out else unrotate(xh, r)).to(x.dtype)
+
+
+def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):
+    """KIVI keys: k [B, H, T, d] with T a multiple of cfg.group_size, quantized per channel over each
+    block of group_size tokens. Returns packed rows of shape [B, H, T/G, d, G] (one row per channel)."""
+    b, h, t, d = k.shape
+    g = cfg.group_size
+    if t % g:
+        raise ValueError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
+    blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
+    return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
+
+
+def dequantize_key_blocks(q, dtype=torch.float32) -> torch.Tensor:
+    x = dequantize(q)  # [B, H, nb, d, G]
+    b, h, nb, d, g = x.shape
+    return x.transpose(-1, -2).reshape(b, h, nb * g, d).to(dtype)
