@@ -1,0 +1,316 @@
+"""One cache layer class per kind of KV storage (transformers ``CacheLayerMixin`` style).
+
+    FullPrecisionLayer   bf16 method: keys/values kept as given (same as DynamicLayer)
+    TokenwiseLayer       naive / hadamard / int4 / oscar: rows rotated, then INT2/INT4 per token
+    KiviLayer            kivi: keys per channel over blocks of ``group_size`` tokens, values per token
+
+The two quantized kinds share ``MixedWindowLayer``: a model-dtype sink, a packed history and a
+model-dtype tail (recent window, plus KIVI's incomplete block). All three segments hold *rotated*
+rows (x @ R_K, v @ R_V), as in the spec (section 4), so one rotated query serves every segment.
+
+``update(k, v)`` contract (shared by all kinds):
+  * k, v: [B, H_kv, T, d] in the model's basis (post-RoPE keys).
+  * The T new tokens are stored (sink first, then tail; tail overflow beyond ``recent`` is demoted
+    to the packed history) *before* anything is returned, so the returned old content already
+    reflects the demotions caused by this call.
+  * Returns ``cat(stored view of the tokens held before this call, the T new tokens unquantized)``
+    along the token axis: in the original basis by default, in the rotated basis when
+    ``rotated_outputs`` is set (OSCAR attention, see ``oscarkv.integrations.transformers``).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import CacheLayerMixin
+
+from ..methods import (
+    LayerPlan,
+    dequantize_key_blocks,
+    quantize_key_blocks,
+    quantize_rows,
+    rotate,
+    unrotate,
+)
+from ..quant import dequantize
+from .store import RowStore
+
+
+def _nbytes(*ts: torch.Tensor | None) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+class _BatchOpsMixin:
+    """Batch reordering for beam search / generate's batch expansion, through one ``_map_batch``."""
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if self.is_initialized:
+            idx = beam_idx.to(self.device)
+            self._map_batch(lambda t: t.index_select(0, idx))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized:
+            self._map_batch(lambda t: t[indices.to(self.device) if torch.is_tensor(indices) else indices])
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.is_initialized:
+            self._map_batch(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove != 0:
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot be cropped (demoted tokens are not kept in full precision); "
+                "assisted/speculative decoding is not supported with this cache"
+            )
+
+
+class FullPrecisionLayer(_BatchOpsMixin, CacheLayerMixin):
+    """The ``bf16`` method: K/V stored unchanged in the model dtype (reference for the others)."""
+
+    is_sliding = False
+    supports_early_init = False
+
+    def __init__(self):
+        super().__init__()
+        self.rotated_outputs = False  # no rotation: both bases are the same
+        self.fresh = False  # set by update, consumed by the OSCAR attention function
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        self.device, self.dtype = key_states.device, key_states.dtype
+        self.batch_size = key_states.shape[0]
+        self.keys = key_states[:, :, :0]
+        self.values = value_states[:, :, :0]
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.keys = torch.cat([self.keys, key_states], dim=-2)
+        self.values = torch.cat([self.values, value_states], dim=-2)
+        self.fresh = self.rotated_outputs
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.keys.shape[-2] if self.is_initialized else 0
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.get_seq_length() + query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        self.keys = self.values = None
+        self.is_initialized = False
+
+    def _map_batch(self, fn) -> None:
+        self.keys, self.values = fn(self.keys), fn(self.values)
+        self.batch_size = self.keys.shape[0]
+
+    def segments(self) -> dict:
+        n = self.get_seq_length()
+        return {"sink": 0, "quantized": 0, "residual": 0, "recent": n, "total": n}
+
+    def nbytes(self, allocated: bool = False) -> dict:
+        return {"sink": 0, "quantized": 0, "window": _nbytes(self.keys, self.values)}
+
+
+class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
+    """sink | packed history | tail, all in the rotated basis. Subclasses say how history is packed.
+
+    Token (slot) j of a cache holding n tokens is held quantized iff ``sink + pad_b <= j`` and
+    ``j < n - recent`` (KIVI: and its whole block of ``unit`` tokens, aligned at the end of the sink
+    region, is below ``n - recent``). Left padding: the sink region holds the first ``sink + max_pad``
+    slots of every row; slots in it that are past row b's own sink (``j >= pad_b + sink``) are
+    quantized then dequantized in place when they leave the recent window, so each row sees exactly
+    what it would see alone.
+    """
+
+    is_sliding = False
+    supports_early_init = False
+    unit = 1  # tokens demoted together (KIVI: one key block)
+
+    def __init__(self, plan: LayerPlan, sink: int, recent: int):
+        super().__init__()
+        self.plan, self.sink, self.recent = plan, sink, recent
+        self.rotated_outputs = False
+        self.fresh = False
+        self.pad: torch.Tensor | None = None  # [B] left-pad counts; None = no padding
+        self.n = 0
+
+    # ------------------------------------------------------------------ storage
+    def lazy_initialization(self, key_states, value_states) -> None:
+        self.device, self.dtype = key_states.device, key_states.dtype
+        self.batch_size = key_states.shape[0]
+        if self.pad is None:
+            self.pad = torch.zeros(self.batch_size, dtype=torch.long)
+        if self.pad.shape[0] != self.batch_size:
+            raise ValueError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {self.batch_size}")
+        self.pad = self.pad.to(self.device)
+        self.sink_cap = self.sink + int(self.pad.max())
+        # slots below sink + min(pad) are every row's own sink: never quantized
+        self._sink_checked = self.sink + int(self.pad.min())
+        self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
+        self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        empty_k, empty_v = key_states[:, :, :0], value_states[:, :, :0]
+        self.sink_k, self.sink_v, self.tail_k, self.tail_v = empty_k, empty_v, empty_k, empty_v
+        self.hist_k, self.hist_v = RowStore(), RowStore()
+        self.n = 0
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n_old = self.n
+        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        self._append(kr, vr)
+        self.fresh = self.rotated_outputs
+        if n_old == 0:  # prefill into an empty cache: nothing older to show
+            return (kr, vr) if self.rotated_outputs else (key_states, value_states)
+        old_k, old_v = self._stored(n_old)
+        if self.rotated_outputs:
+            return torch.cat([old_k, kr], dim=-2), torch.cat([old_v, vr], dim=-2)
+        # the new tokens are returned exactly as given (not rotated back and forth)
+        return (
+            torch.cat([unrotate(old_k, self.k_rot), key_states], dim=-2),
+            torch.cat([unrotate(old_v, self.v_rot), value_states], dim=-2),
+        )
+
+    def _append(self, kr, vr) -> None:
+        take = max(0, min(kr.shape[2], self.sink_cap - self.sink_k.shape[2]))
+        if take:
+            self.sink_k = torch.cat([self.sink_k, kr[:, :, :take]], dim=-2)
+            self.sink_v = torch.cat([self.sink_v, vr[:, :, :take]], dim=-2)
+        self.tail_k = torch.cat([self.tail_k, kr[:, :, take:]], dim=-2)
+        self.tail_v = torch.cat([self.tail_v, vr[:, :, take:]], dim=-2)
+        self.n += kr.shape[2]
+        excess = self.tail_k.shape[2] - self.recent
+        m = (excess // self.unit) * self.unit if excess > 0 else 0
+        if m:  # demote the m oldest tail tokens
+            self._push_history(self.tail_k[:, :, :m], self.tail_v[:, :, :m])
+            self.tail_k, self.tail_v = self.tail_k[:, :, m:], self.tail_v[:, :, m:]
+        self._quantize_sink_overflow()
+
+    def _quantize_sink_overflow(self) -> None:
+        """Fake-quantize sink-region slots past a row's own sink once they leave the recent window."""
+        limit = min(self.sink_k.shape[2], self.n - self.recent)
+        lo = self._sink_checked
+        if limit <= lo:
+            return
+        j = torch.arange(lo, limit, device=self.device)
+        need = (j[None, :] >= self.pad[:, None] + self.sink)[:, None, :, None]  # [B, 1, m, 1]
+        for name, cfg in (("sink_k", self.plan.k_cfg), ("sink_v", self.plan.v_cfg)):
+            seg = getattr(self, name)[:, :, lo:limit]
+            fq = dequantize(quantize_rows(seg, cfg, None), cfg, dtype=seg.dtype)
+            getattr(self, name)[:, :, lo:limit] = torch.where(need, fq, seg)
+        self._sink_checked = limit
+
+    def _stored(self, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first ``upto`` tokens as held (history dequantized), rotated basis, model dtype."""
+        hk, hv = self._history()
+        k = torch.cat([t for t in (self.sink_k, hk, self.tail_k) if t is not None], dim=-2)
+        v = torch.cat([t for t in (self.sink_v, hv, self.tail_v) if t is not None], dim=-2)
+        return k[:, :, :upto], v[:, :, :upto]
+
+    # ------------------------------------------------------------------ per kind
+    def _push_history(self, k, v) -> None:
+        raise NotImplementedError
+
+    def _history(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def history_length(self) -> int:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ Cache API
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.n + query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        self.sink_k = self.sink_v = self.tail_k = self.tail_v = None
+        self.hist_k = self.hist_v = None
+        self.pad = None
+        self.n = 0
+        self.is_initialized = False
+
+    def _map_batch(self, fn) -> None:
+        for name in ("sink_k", "sink_v", "tail_k", "tail_v", "pad"):
+            setattr(self, name, fn(getattr(self, name)))
+        self.hist_k.map_batch(fn)
+        self.hist_v.map_batch(fn)
+        self.batch_size = self.sink_k.shape[0]
+
+    def segments(self) -> dict:
+        """Token counts per segment (sink region includes left-padding slots)."""
+        if not self.is_initialized:
+            return {"sink": 0, "quantized": 0, "residual": 0, "recent": 0, "total": 0}
+        tail = self.tail_k.shape[2]
+        recent = min(tail, self.recent)
+        return {
+            "sink": self.sink_k.shape[2],
+            "quantized": self.history_length(),
+            "residual": tail - recent,  # KIVI's incomplete key block, 0 for token-wise methods
+            "recent": recent,
+            "total": self.n,
+        }
+
+    def nbytes(self, allocated: bool = False) -> dict:
+        if not self.is_initialized:
+            return {"sink": 0, "quantized": 0, "window": 0}
+        return {
+            "sink": _nbytes(self.sink_k, self.sink_v),
+            "quantized": self.hist_k.nbytes(allocated) + self.hist_v.nbytes(allocated),
+            "window": _nbytes(self.tail_k, self.tail_v),
+        }
+
+
+class TokenwiseLayer(MixedWindowLayer):
+    """naive / hadamard / int4 / oscar: each demoted row is quantized on its own (token-local)."""
+
+    def _push_history(self, k, v) -> None:
+        # rows are already rotated, so the reference op is called without a rotation
+        self.hist_k.append(quantize_rows(k, self.plan.k_cfg, None))
+        self.hist_v.append(quantize_rows(v, self.plan.v_cfg, None))
+
+    def _history(self):
+        qk, qv = self.hist_k.view(), self.hist_v.view()
+        if qk is None:
+            return None, None
+        return dequantize(qk, self.plan.k_cfg, self.dtype), dequantize(qv, self.plan.v_cfg, self.dtype)
+
+    def history_length(self) -> int:
+        return self.hist_k.length
+
+
+class KiviLayer(MixedWindowLayer):
+    """KIVI-2. Keys: per channel over blocks of ``group_size`` tokens (aligned at the end of the sink);
+    the tokens of the incomplete block stay in the full-precision tail as KIVI's residual. Values:
+    per token, demoted together with their keys (simpler than KIVI's separate value residual)."""
+
+    def __init__(self, plan: LayerPlan, sink: int, recent: int):
+        super().__init__(plan, sink, recent)
+        self.unit = plan.k_cfg.group_size
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        super().lazy_initialization(key_states, value_states)
+        if self.sink_cap != self._sink_checked:
+            # per-row block alignment would need per-row key blocks; equal padding is fine
+            raise NotImplementedError("kivi does not support rows with different left padding; use batch size 1 or equal-length prompts")
+
+    def _push_history(self, k, v) -> None:
+        self.hist_k.append(quantize_key_blocks(k, self.plan.k_cfg))  # [B, H, nb, d, G] rows
+        self.hist_v.append(quantize_rows(v, self.plan.v_cfg, None))
+
+    def _history(self):
+        qk, qv = self.hist_k.view(), self.hist_v.view()
+        if qk is None:
+            return None, None
+        return dequantize_key_blocks(qk, self.dtype), dequantize(qv, self.plan.v_cfg, self.dtype)
+
+    def history_length(self) -> int:
+        return self.hist_v.length

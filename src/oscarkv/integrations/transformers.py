@@ -1,0 +1,162 @@
+"""The OSCAR attention path for transformers models (spec section 5.1).
+
+With ``enable_oscar_attention(model, cache)`` the cache returns K/V in the rotated basis
+(k @ R_K, v @ R_V) and the model runs the registered attention function ``"oscar_sdpa"``:
+
+    q_rot = q @ R_K                     (q_rot . k_rot^T == q . k^T, R_K orthogonal)
+    o_rot = sdpa(q_rot, k_rot, v_rot)   (= o @ R_V)
+    o     = o_rot @ R_V^T               (skipped when R_V^T is absorbed into o_proj)
+
+Absorption (``absorb_v_into_o_proj=True``): o_proj maps concat_h(o_h) through W_o; with
+o_h = o_rot_h R_V^T the column block of head h becomes W_o[:, h] @ R_V. The spec's code keeps the
+explicit rotation; absorbing it is the optimisation the spec marks as possible (section 5.1).
+
+The attention function finds its rotations through an ``_oscar_attention`` attribute that
+``enable`` sets on every attention module (keyed by ``module.layer_idx``), and it refuses to run
+when the K/V did not just come from the enabled cache in rotated mode (another cache, or
+``use_cache=False``), since attending rotated q to unrotated K would be silently wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
+
+from ..cache import OscarCache
+
+ATTENTION_NAME = "oscar_sdpa"
+
+
+@dataclass
+class _LayerState:
+    cache: OscarCache
+    layer_idx: int
+    absorbed: bool
+
+
+def _per_query_head(r: torch.Tensor | None, groups: int) -> torch.Tensor | None:
+    """[R, d, d] per KV head (R = 1 or H_kv) -> broadcastable over the H_q query heads."""
+    if r is None or r.shape[0] == 1:
+        return r
+    return r.repeat_interleave(groups, dim=0)
+
+
+def _layer_rotations(cache: OscarCache, idx: int):
+    layer = cache.layers[idx]
+    plan = getattr(layer, "plan", None)
+    return (None, None) if plan is None else (plan.k_rot, plan.v_rot)
+
+
+def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
+    """SDPA in the rotated basis; ``key``/``value`` come rotated from an ``OscarCache``."""
+    st: _LayerState | None = getattr(module, "_oscar_attention", None)
+    if st is None:
+        raise RuntimeError(
+            f"attention implementation {ATTENTION_NAME!r} is set but this module was not prepared; "
+            "use oscarkv.integrations.transformers.enable_oscar_attention(model, cache)"
+        )
+    layer = st.cache.layers[st.layer_idx]
+    if not layer.fresh:
+        raise RuntimeError(
+            "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
+            "pass that cache (cache=... / past_key_values=...) with use_cache=True, or call disable_oscar_attention(model)"
+        )
+    layer.fresh = False
+    groups = query.shape[1] // key.shape[1]
+    rk, rv = _layer_rotations(st.cache, st.layer_idx)
+    if rk is not None:
+        query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
+    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if rv is not None and not st.absorbed:
+        # out is [B, T, H_q, d]; undo R_V per head: o = o_rot @ R_V^T
+        r = _per_query_head(rv, groups).to(out.device, out.dtype)
+        out = torch.matmul(out.transpose(1, 2), r.transpose(-1, -2)).transpose(1, 2).contiguous()
+    return out, weights
+
+
+def register() -> None:
+    """Register the attention function and its mask builder (idempotent)."""
+    AttentionInterface.register(ATTENTION_NAME, oscar_sdpa_attention)
+    # the mask for a custom name is None unless one is registered: reuse SDPA's
+    if ATTENTION_NAME not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
+        AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+
+
+def _attention_modules(model):
+    return [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "o_proj") and hasattr(m, "head_dim")]
+
+
+# ------------------------------------------------------------------ padding
+def _padding_hook(module, args, kwargs):
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    mask = kwargs.get("attention_mask")
+    if isinstance(cache, OscarCache) and torch.is_tensor(mask) and mask.ndim == 2 and cache.get_seq_length() == 0:
+        cache.set_padding(mask)
+
+
+def track_padding(model):
+    """Forward pre-hook that hands the 2-D attention mask of the first (prefill) forward of an empty
+    ``OscarCache`` to ``cache.set_padding``; works with ``generate`` and direct calls that pass
+    ``attention_mask=``/``cache=`` as keywords. Returns the hook handle (``handle.remove()``)."""
+    return model.register_forward_pre_hook(_padding_hook, with_kwargs=True)
+
+
+# ------------------------------------------------------------------ enable / disable
+def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool = False) -> None:
+    """Run ``model`` on rotated K/V from ``cache`` through the ``"oscar_sdpa"`` attention function.
+
+    Also installs ``track_padding``. Undo with ``disable_oscar_attention(model)``.
+    """
+    if not isinstance(cache, OscarCache):
+        raise TypeError(f"enable_oscar_attention needs an OscarCache, got {type(cache).__name__}")
+    if getattr(model, "_oscar_enabled", None) is not None:
+        disable_oscar_attention(model)
+    mods = _attention_modules(model)
+    if len(mods) != len(cache.layers):
+        raise ValueError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+    register()
+    saved = {"attn": model.config._attn_implementation, "o_proj": {}}
+    model.set_attn_implementation(ATTENTION_NAME)
+    for m in mods:
+        rv = _layer_rotations(cache, m.layer_idx)[1]
+        absorbed = absorb_v_into_o_proj and rv is not None
+        if absorbed:
+            w = m.o_proj.weight  # [hidden, H_q * d]
+            saved["o_proj"][m.layer_idx] = w.detach().clone()
+            hq = w.shape[1] // m.head_dim
+            r = _per_query_head(rv, hq // rv.shape[0] if rv.shape[0] > 1 else 1).to(w.device, torch.float32)
+            r = r.expand(hq, -1, -1)
+            wb = w.detach().float().reshape(w.shape[0], hq, m.head_dim)
+            with torch.no_grad():
+                w.copy_(torch.einsum("ohd,hde->ohe", wb, r).reshape_as(w).to(w.dtype))
+        m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
+    saved["hook"] = track_padding(model)
+    model._oscar_enabled = saved
+    cache.set_output_basis("rotated")
+
+
+def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
+    """Restore the attention implementation and o_proj weights; put ``cache`` (or the enabled one)
+    back to the original output basis."""
+    saved = getattr(model, "_oscar_enabled", None)
+    if saved is None:
+        return
+    enabled_cache = None
+    for m in _attention_modules(model):
+        st = getattr(m, "_oscar_attention", None)
+        if st is not None:
+            enabled_cache = st.cache
+            del m._oscar_attention
+        if m.layer_idx in saved["o_proj"]:
+            with torch.no_grad():
+                m.o_proj.weight.copy_(saved["o_proj"][m.layer_idx])
+    saved["hook"].remove()
+    model.set_attn_implementation(saved["attn"])
+    model._oscar_enabled = None
+    for c in (cache, enabled_cache):
+        if c is not None:
+            c.set_output_basis("original")
