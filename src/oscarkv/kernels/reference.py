@@ -1,0 +1,114 @@
+"""Torch reference ops over the paged pools: ground truth for the Triton kernels and the CPU fallback.
+
+Built directly on ``oscarkv.quant.format`` (quantize / dequantize), so the kernels are checked against
+the one format definition the rest of the project uses. Shapes as in ``paged.py``; q and outputs are
+``[batch, num_q_heads, head_dim]`` with query head h reading KV head ``h // (num_q_heads // num_kv_heads)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..quant.format import QuantizedRows, dequantize, quantize
+from .paged import DecodeMeta, MixedKVPool, WritePlan
+
+
+def _split(slots: torch.Tensor, block_size: int):
+    return slots // block_size, slots % block_size
+
+
+def read_int2(pool: MixedKVPool, slots: torch.Tensor, which: str) -> QuantizedRows:
+    """Packed rows ``[n, num_kv_heads, ...]`` stored at int2 ``slots``."""
+    b, o = _split(slots.long(), pool.block_size)
+    codes, scale, zero = (getattr(pool, f"{which}_{n}") for n in ("codes", "scale", "zero"))
+    return QuantizedRows(codes[b, :, o], scale[b, :, o], zero[b, :, o], pool.head_dim, 2)
+
+
+def write_int2(pool: MixedKVPool, slots: torch.Tensor, which: str, rows: QuantizedRows) -> None:
+    b, o = _split(slots.long(), pool.block_size)
+    for n in ("codes", "scale", "zero"):
+        getattr(pool, f"{which}_{n}")[b, :, o] = getattr(rows, n)
+
+
+def write_kv_torch(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan) -> None:
+    """Reference of the fused quantize-and-append: ``k, v`` are ``[num_rows, num_kv_heads, head_dim]`` (rotated).
+
+    Demotion runs first (it reads ring slots that the new rows may overwrite), then new rows are copied
+    to hp slots or clipped + quantized into int2 slots.
+    """
+    dev = pool.k_hp.device
+    plan = plan.to(dev)
+    bs = pool.block_size
+    d = plan.demote_src >= 0
+    if d.any():
+        src_b, src_o = _split(plan.demote_src[d], bs)
+        for which, cfg in (("k", pool.k_cfg), ("v", pool.v_cfg)):
+            rows = getattr(pool, f"{which}_hp")[src_b, :, src_o]
+            write_int2(pool, plan.demote_dst[d], which, quantize(rows, cfg))
+    h = plan.hp_slots >= 0
+    if h.any():
+        hb, ho = _split(plan.hp_slots[h], bs)
+        pool.k_hp[hb, :, ho] = k[h].to(pool.k_hp.dtype)
+        pool.v_hp[hb, :, ho] = v[h].to(pool.v_hp.dtype)
+    q = plan.int2_slots >= 0
+    if q.any():
+        write_int2(pool, plan.int2_slots[q], "k", quantize(k[q], pool.k_cfg))
+        write_int2(pool, plan.int2_slots[q], "v", quantize(v[q], pool.v_cfg))
+
+
+def _table_slots(table: torch.Tensor, length: int, block_size: int) -> torch.Tensor:
+    i = torch.arange(length, device=table.device)
+    return table[i // block_size].long() * block_size + i % block_size
+
+
+def gather_sequence(pool: MixedKVPool, meta: DecodeMeta, b: int, dtype=torch.float32):
+    """Dense ``(K, V)`` ``[hp_len + int2_len, num_kv_heads, head_dim]`` of sequence b (int2 rows dequantized).
+
+    Order is [hp tokens in hp-index order | int2 history]; attention over the cache does not depend on it.
+    """
+    bs = pool.block_size
+    hl, ql = int(meta.hp_lens[b]), int(meta.int2_lens[b])
+    hs = _table_slots(meta.hp_block_tables[b], hl, bs)
+    qs = _table_slots(meta.int2_block_tables[b], ql, bs)
+    hb, ho = _split(hs, bs)
+    out = []
+    for which, cfg in (("k", pool.k_cfg), ("v", pool.v_cfg)):
+        hp = getattr(pool, f"{which}_hp")[hb, :, ho].to(dtype)
+        q = dequantize(read_int2(pool, qs, which), cfg, dtype=dtype)
+        out.append(torch.cat([hp, q], 0))
+    return out[0], out[1]
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, mask: torch.Tensor | None = None):
+    """softmax(q k^T * scale) v in q's dtype: q ``[n_q, Hq, d]``, k/v ``[n_k, Hkv, d]`` (GQA by head grouping).
+
+    ``mask`` ``[n_q, n_k]`` bool (True = attend). Rows with no visible key give 0.
+    """
+    g = q.shape[1] // k.shape[1]
+    if k.shape[0] == 0:
+        return torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+    kk = k.to(q.dtype).repeat_interleave(g, dim=1)
+    vv = v.to(q.dtype).repeat_interleave(g, dim=1)
+    s = torch.einsum("qhd,khd->hqk", q, kk) * sm_scale
+    if mask is not None:
+        s = s.masked_fill(~mask[None], float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    return torch.einsum("hqk,khd->qhd", p, vv)
+
+
+def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float | None = None,
+                           compute_dtype=torch.float32) -> torch.Tensor:
+    """Full-precision softmax attention of single-token queries over the dequantized paged cache.
+
+    q ``[batch, num_q_heads, head_dim]`` (already rotated by R_K); returns ``[batch, num_q_heads, head_dim]``
+    in rotated V space, fp32 (``compute_dtype`` float64 gives the tight reference for tests).
+    """
+    sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    out = torch.empty(q.shape, dtype=compute_dtype, device=q.device)
+    for b in range(q.shape[0]):
+        k, v = gather_sequence(pool, meta, b, dtype=compute_dtype)
+        out[b] = attend(q[b : b + 1].to(compute_dtype), k, v, sm_scale)[0]
+    return out
+

@@ -1,0 +1,124 @@
+"""Triton fused clip + quantize + pack + append, and demotion of recent BF16 rows into INT2.
+
+One program per (row, KV head) handles K and V. A row of head_dim values is held as a [4, head_dim/4]
+tile whose row p is bit plane p of the quartered packing (dims p*d/4 ... (p+1)*d/4 - 1), so packing is
+a shift-and-sum over the tile's first axis and no permutation is needed (the spec notes that permuting
+a uint8 tile gave wrong lanes on their build; we never permute).
+
+Arithmetic mirrors ``oscarkv.quant.format.quantize`` step for step (fp32, scale and zero rounded to the
+storage dtype before coding, IEEE-rounded divisions via ``div_rn``), so codes match the reference bit for
+bit. Clipping is exact: tau = sort(|x|)[k] is found as the smallest |x_i| with at least k + 1 values
+<= it (a d x d comparison count), not the spec's 7-step bisection, so demoted and prefilled rows are
+clipped identically (the spec's two paths differ; see spec section 2).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, SDT: tl.constexpr):
+    """x: [4, D4] fp32 -> (packed [D4] int32, scale [NG] SDT, zero [NG] SDT)."""
+    if CLIP_IDX >= 0:
+        a = tl.reshape(tl.abs(x), (D,))
+        cnt = tl.sum((a[None, :] <= a[:, None]).to(tl.int32), axis=1)
+        tau = tl.min(tl.where(cnt >= CLIP_IDX + 1, a, float("inf")), axis=0)
+        x = tl.maximum(tl.minimum(x, tau), -tau)
+    # per-plane min/max, then per group (a group spans 4 // NG whole planes)
+    lo = tl.min(tl.reshape(tl.min(x, axis=1), (NG, 4 // NG)), axis=1)
+    hi = tl.max(tl.reshape(tl.max(x, axis=1), (NG, 4 // NG)), axis=1)
+    three = tl.full((NG,), 3.0, tl.float32)
+    scale = tl.math.div_rn(tl.maximum(hi - lo, 1e-8), three).to(SDT)
+    zero = lo.to(SDT)
+    sp = tl.reshape(tl.broadcast_to(tl.reshape(scale.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
+    zp = tl.reshape(tl.broadcast_to(tl.reshape(zero.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
+    u = tl.math.div_rn(x - zp[:, None], tl.broadcast_to(sp[:, None], (4, D4)))
+    code = tl.minimum(tl.maximum(tl.floor(u + 0.5), 0.0), 3.0).to(tl.int32)
+    shift = (tl.arange(0, 4) * 2)[:, None]
+    packed = tl.sum(code << shift, axis=0)  # disjoint bit fields: sum == bitwise or
+    return packed, scale, zero
+
+
+@triton.jit
+def _store_int2(x, slot, h, C, S, Z, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
+                CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr):
+    packed, scale, zero = _quantize_row(x, CLIP_IDX, D, D4, NG, S.dtype.element_ty)
+    blk = slot // BS
+    off = slot % BS
+    tl.store(C + blk * s_cn + h * s_ch + off * s_cb + tl.arange(0, D4), packed.to(tl.uint8))
+    g = tl.arange(0, NG)
+    tl.store(S + blk * s_sn + h * s_sh + off * s_sb + g, scale)
+    tl.store(Z + blk * s_sn + h * s_sh + off * s_sb + g, zero)
+
+
+@triton.jit
+def write_kv_kernel(
+    K, V, s_kr, s_kh, s_vr, s_vh,  # new rows [rows, Hkv, D]
+    HP_SLOT, Q_SLOT, DEM_SRC, DEM_DST,  # [rows] int64, -1 = none
+    KC, KS, KZ, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,  # int2 pools
+    KH, VH, s_hn, s_hh, s_hb,  # hp pools
+    CLIP_K: tl.constexpr, CLIP_V: tl.constexpr,
+    D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
+    DO_DEMOTE: tl.constexpr, DO_WRITE: tl.constexpr,
+):
+    r = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    tile = tl.arange(0, 4)[:, None] * D4 + tl.arange(0, D4)[None, :]  # [4, D4] dims in plane order
+    if DO_DEMOTE:
+        src = tl.load(DEM_SRC + r)
+        if src >= 0:
+            dst = tl.load(DEM_DST + r)
+            hoff = (src // BS) * s_hn + h * s_hh + (src % BS) * s_hb
+            xk = tl.load(KH + hoff + tile).to(tl.float32)
+            xv = tl.load(VH + hoff + tile).to(tl.float32)
+            _store_int2(xk, dst, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_K, D, D4, NG, BS)
+            _store_int2(xv, dst, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_V, D, D4, NG, BS)
+    if DO_WRITE:
+        # The new row may overwrite the ring slot just demoted above: all threads of the program must
+        # have read it first.
+        tl.debug_barrier()
+        kx = tl.load(K + r * s_kr + h * s_kh + tile)
+        vx = tl.load(V + r * s_vr + h * s_vh + tile)
+        hs = tl.load(HP_SLOT + r)
+        if hs >= 0:
+            hoff = (hs // BS) * s_hn + h * s_hh + (hs % BS) * s_hb
+            tl.store(KH + hoff + tile, kx.to(KH.dtype.element_ty))
+            tl.store(VH + hoff + tile, vx.to(VH.dtype.element_ty))
+        qs = tl.load(Q_SLOT + r)
+        if qs >= 0:
+            _store_int2(kx.to(tl.float32), qs, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_K, D, D4, NG, BS)
+            _store_int2(vx.to(tl.float32), qs, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_V, D, D4, NG, BS)
+
+
+def _clip_idx(cfg, d: int) -> int:
+    # Same index rule as format.clip_rows: floor(rho * d) clamped to [0, d - 1]; -1 = no clipping.
+    return min(max(int(cfg.clip_ratio * d), 0), d - 1) if cfg.clips else -1
+
+
+def write_kv_triton(pool, k, v, plan) -> None:
+    """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
+    rows, hkv, d = k.shape
+    if rows == 0:
+        return
+    if k.stride(-1) != 1 or v.stride(-1) != 1:
+        k, v = k.contiguous(), v.contiguous()
+    dev = pool.k_hp.device
+    plan = plan.to(dev)
+    for t in (pool.k_codes, pool.k_scale, pool.k_hp):
+        assert t.stride(-1) == 1
+    args = (
+        k, v, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        plan.hp_slots, plan.int2_slots, plan.demote_src, plan.demote_dst,
+        pool.k_codes, pool.k_scale, pool.k_zero, pool.v_codes, pool.v_scale, pool.v_zero,
+        *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
+        pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
+    )
+    kw = dict(CLIP_K=_clip_idx(pool.k_cfg, d), CLIP_V=_clip_idx(pool.v_cfg, d), D=d, D4=d // 4,
+              NG=pool.num_groups, BS=pool.block_size, num_warps=4)
+    if plan.fusable:
+        write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=True, **kw)
+    else:  # a later row overwrites a ring slot an earlier row demotes: demote everything first
+        write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=False, **kw)
+        write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=False, DO_WRITE=True, **kw)

@@ -1,0 +1,328 @@
+"""Triton split-K decode attention over the paged mixed cache (BF16 sink/recent + INT2 history).
+
+Stage 1 (one launch): grid (batch * num_kv_heads, n_hp_splits + n_int2_splits). A program takes one KV
+head, all g query heads that share it (GQA: padded to BLOCK_H >= 16 rows for tl.dot), and one contiguous
+token range of one tier. It writes an unnormalised-free partial result o_s = sum p v / sum p and its
+log2-sum-exp to scratch. Stage 2 (one launch) merges the splits per (batch, query head):
+    o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
+which equals softmax attention over the union of all tokens, i.e. over the dequantized cache.
+
+INT2 tiles are never dequantized to head_dim values. With x = z + s * c per (token, group), and each
+bit plane p (dims p*d/4 ... (p+1)*d/4 - 1) inside one group:
+    q . x        = sum_p [ s_p (q_p . c_p) + z_p sum(q_p) ]
+    sum_n p_n x_n = sum_p [ (p * s_p) @ C_p  +  sum_n p_n z_n,p ]
+so the MMAs run on raw codes (0..3, exact in bf16/fp16) and the affine part is a per-token scale of the
+logits and a per-query scalar for V. This keeps the inner loop at unpack + convert + MMA.
+
+Departures from the spec's kernel (section 5.2): one stage-1 launch handles both tiers (spec: two), the
+hp tier is split as well (its 320 tokens are 160 KB per head, too much for one program at batch 1),
+(s, z) are fp16 by default and applied after the MMA instead of dequantizing a [d, BLOCK_N] tile.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _plane(c, P: tl.constexpr, DT: tl.constexpr):
+    return ((c >> (2 * P)) & 3).to(tl.float32).to(DT)
+
+
+@triton.jit
+def _split_range(L, sp, NSPLIT, BN: tl.constexpr):
+    # Per-sequence split length, rounded to BN so every tile but the last is full.
+    per = tl.cdiv(tl.cdiv(L, NSPLIT), BN) * BN
+    start = sp * per
+    end = tl.minimum(start + per, L)
+    return start, end
+
+
+@triton.jit
+def _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
+              b, kvh, sp, osp, nsplit, scale_log2,
+              G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BN: tl.constexpr,
+              QK_DT: tl.constexpr, PV_DT: tl.constexpr):
+    hr = tl.arange(0, BH)
+    heads = kvh * G + hr
+    hmask = hr < G
+    dd = tl.arange(0, D)
+    q = tl.load(Q + b * s_qb + heads[:, None] * s_qh + dd[None, :], mask=hmask[:, None], other=0.0).to(QK_DT)
+    L = tl.load(LENS + b)
+    start, end = _split_range(L, sp, nsplit, BN)
+    m = tl.full((BH,), float("-inf"), tl.float32)
+    l = tl.zeros((BH,), tl.float32)
+    acc = tl.zeros((BH, D), tl.float32)
+    for n0 in range(start, end, BN):
+        n = n0 + tl.arange(0, BN)
+        nm = n < end
+        blk = tl.load(BT + b * s_bt + n // BS, mask=nm, other=0).to(tl.int64)
+        row = blk * s_hn + kvh * s_hh + (n % BS) * s_hb
+        k = tl.load(KH + row[:, None] + dd[None, :], mask=nm[:, None], other=0.0)
+        v = tl.load(VH + row[:, None] + dd[None, :], mask=nm[:, None], other=0.0)
+        qk = tl.dot(q, tl.trans(k.to(QK_DT))) * scale_log2
+        qk = tl.where(nm[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m, tl.max(qk, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(PV_DT), v.to(PV_DT))
+        m = m_new
+    ok = l > 0
+    o = acc / tl.where(ok, l, 1.0)[:, None]
+    lse = tl.where(ok, m + tl.log2(tl.where(ok, l, 1.0)), float("-inf"))
+    base = b * s_ob + heads * s_oh + osp * s_os
+    tl.store(O + base[:, None] + dd[None, :], o, mask=hmask[:, None])
+    tl.store(LSE + (b * s_ob + heads * s_oh) // s_os + osp, lse, mask=hmask)
+
+
+@triton.jit
+def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
+                BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
+                b, kvh, sp, osp, nsplit, scale_log2,
+                G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
+                BN: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr):
+    D4: tl.constexpr = D // 4
+    PPG: tl.constexpr = 4 // NG  # planes per group; plane p uses group p // PPG
+    hr = tl.arange(0, BH)
+    heads = kvh * G + hr
+    hmask = hr < G
+    j = tl.arange(0, D4)
+    qrow = Q + b * s_qb + heads[:, None] * s_qh + j[None, :]
+    q0 = tl.load(qrow + 0 * D4, mask=hmask[:, None], other=0.0)
+    q1 = tl.load(qrow + 1 * D4, mask=hmask[:, None], other=0.0)
+    q2 = tl.load(qrow + 2 * D4, mask=hmask[:, None], other=0.0)
+    q3 = tl.load(qrow + 3 * D4, mask=hmask[:, None], other=0.0)
+    qs0 = tl.sum(q0.to(tl.float32), axis=1)
+    qs1 = tl.sum(q1.to(tl.float32), axis=1)
+    qs2 = tl.sum(q2.to(tl.float32), axis=1)
+    qs3 = tl.sum(q3.to(tl.float32), axis=1)
+    q0, q1, q2, q3 = q0.to(QK_DT), q1.to(QK_DT), q2.to(QK_DT), q3.to(QK_DT)
+    L = tl.load(LENS + b)
+    start, end = _split_range(L, sp, nsplit, BN)
+    m = tl.full((BH,), float("-inf"), tl.float32)
+    l = tl.zeros((BH,), tl.float32)
+    a0 = tl.zeros((BH, D4), tl.float32)
+    a1 = tl.zeros((BH, D4), tl.float32)
+    a2 = tl.zeros((BH, D4), tl.float32)
+    a3 = tl.zeros((BH, D4), tl.float32)
+    z0 = tl.zeros((BH,), tl.float32)  # sum_n p_n * zero_n per plane (all planes equal when NG == 1)
+    z1 = tl.zeros((BH,), tl.float32)
+    z2 = tl.zeros((BH,), tl.float32)
+    z3 = tl.zeros((BH,), tl.float32)
+    for n0 in range(start, end, BN):
+        n = n0 + tl.arange(0, BN)
+        nm = n < end
+        blk = tl.load(BT + b * s_bt + n // BS, mask=nm, other=0).to(tl.int64)
+        off = n % BS
+        crow = blk * s_cn + kvh * s_ch + off * s_cb
+        srow = blk * s_sn + kvh * s_sh + off * s_sb
+        kc = tl.load(KC + crow[:, None] + j[None, :], mask=nm[:, None], other=0).to(tl.int32)
+        vc = tl.load(VC + crow[:, None] + j[None, :], mask=nm[:, None], other=0).to(tl.int32)
+        # ---- logits: s_p (q_p . c_p) + z_p sum(q_p)
+        if NG == 1:
+            ks = tl.load(KS + srow, mask=nm, other=0.0).to(tl.float32)
+            kz = tl.load(KZ + srow, mask=nm, other=0.0).to(tl.float32)
+            qc = tl.dot(q0, tl.trans(_plane(kc, 0, QK_DT)))
+            qc = tl.dot(q1, tl.trans(_plane(kc, 1, QK_DT)), qc)
+            qc = tl.dot(q2, tl.trans(_plane(kc, 2, QK_DT)), qc)
+            qc = tl.dot(q3, tl.trans(_plane(kc, 3, QK_DT)), qc)
+            qk = qc * ks[None, :] + (qs0 + qs1 + qs2 + qs3)[:, None] * kz[None, :]
+        else:
+            ks0 = tl.load(KS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+            ks1 = tl.load(KS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+            ks2 = tl.load(KS + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+            ks3 = tl.load(KS + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            kz0 = tl.load(KZ + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+            kz1 = tl.load(KZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+            kz2 = tl.load(KZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+            kz3 = tl.load(KZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            qk = tl.dot(q0, tl.trans(_plane(kc, 0, QK_DT))) * ks0[None, :] + qs0[:, None] * kz0[None, :]
+            qk += tl.dot(q1, tl.trans(_plane(kc, 1, QK_DT))) * ks1[None, :] + qs1[:, None] * kz1[None, :]
+            qk += tl.dot(q2, tl.trans(_plane(kc, 2, QK_DT))) * ks2[None, :] + qs2[:, None] * kz2[None, :]
+            qk += tl.dot(q3, tl.trans(_plane(kc, 3, QK_DT))) * ks3[None, :] + qs3[:, None] * kz3[None, :]
+        qk = tl.where(nm[None, :], qk * scale_log2, float("-inf"))
+        m_new = tl.maximum(m, tl.max(qk, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        m = m_new
+        # ---- values: (p * s_p) @ C_p  +  sum_n p_n z_p,n
+        if NG == 1:
+            vs = tl.load(VS + srow, mask=nm, other=0.0).to(tl.float32)
+            vz = tl.load(VZ + srow, mask=nm, other=0.0).to(tl.float32)
+            ps = (p * vs[None, :]).to(PV_DT)
+            a0 = tl.dot(ps, _plane(vc, 0, PV_DT), a0 * alpha[:, None])
+            a1 = tl.dot(ps, _plane(vc, 1, PV_DT), a1 * alpha[:, None])
+            a2 = tl.dot(ps, _plane(vc, 2, PV_DT), a2 * alpha[:, None])
+            a3 = tl.dot(ps, _plane(vc, 3, PV_DT), a3 * alpha[:, None])
+            z0 = z0 * alpha + tl.sum(p * vz[None, :], axis=1)
+        else:
+            vs0 = tl.load(VS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vs1 = tl.load(VS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vs2 = tl.load(VS + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vs3 = tl.load(VS + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vz0 = tl.load(VZ + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vz1 = tl.load(VZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vz2 = tl.load(VZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vz3 = tl.load(VZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            a0 = tl.dot((p * vs0[None, :]).to(PV_DT), _plane(vc, 0, PV_DT), a0 * alpha[:, None])
+            a1 = tl.dot((p * vs1[None, :]).to(PV_DT), _plane(vc, 1, PV_DT), a1 * alpha[:, None])
+            a2 = tl.dot((p * vs2[None, :]).to(PV_DT), _plane(vc, 2, PV_DT), a2 * alpha[:, None])
+            a3 = tl.dot((p * vs3[None, :]).to(PV_DT), _plane(vc, 3, PV_DT), a3 * alpha[:, None])
+            z0 = z0 * alpha + tl.sum(p * vz0[None, :], axis=1)
+            z1 = z1 * alpha + tl.sum(p * vz1[None, :], axis=1)
+            z2 = z2 * alpha + tl.sum(p * vz2[None, :], axis=1)
+            z3 = z3 * alpha + tl.sum(p * vz3[None, :], axis=1)
+    if NG == 1:
+        z1, z2, z3 = z0, z0, z0
+    ok = l > 0
+    inv = 1.0 / tl.where(ok, l, 1.0)
+    lse = tl.where(ok, m + tl.log2(tl.where(ok, l, 1.0)), float("-inf"))
+    base = b * s_ob + heads * s_oh + osp * s_os
+    optr = O + base[:, None] + j[None, :]
+    om = hmask[:, None]
+    tl.store(optr + 0 * D4, (a0 + z0[:, None]) * inv[:, None], mask=om)
+    tl.store(optr + 1 * D4, (a1 + z1[:, None]) * inv[:, None], mask=om)
+    tl.store(optr + 2 * D4, (a2 + z2[:, None]) * inv[:, None], mask=om)
+    tl.store(optr + 3 * D4, (a3 + z3[:, None]) * inv[:, None], mask=om)
+    tl.store(LSE + (b * s_ob + heads * s_oh) // s_os + osp, lse, mask=hmask)
+
+
+@triton.jit
+def decode_stage1_kernel(
+    Q, s_qb, s_qh,
+    KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
+    KH, VH, s_hn, s_hh, s_hb,
+    HP_BT, s_hbt, HP_LEN, Q_BT, s_qbt, Q_LEN,
+    O, LSE, s_ob, s_oh, s_os,
+    n_hp_splits, n_q_splits, scale_log2,
+    HKV: tl.constexpr, G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
+    BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    b = pid // HKV
+    kvh = pid % HKV
+    sp = tl.program_id(1)
+    if sp < n_hp_splits:
+        _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, HP_BT, s_hbt, HP_LEN, O, LSE, s_ob, s_oh, s_os,
+                  b, kvh, sp, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, QK_DT, PV_DT)
+    else:
+        _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
+                    Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
+                    b, kvh, sp - n_hp_splits, sp, n_q_splits, scale_log2, G, BH, D, NG, BS, BN_Q, QK_DT, PV_DT)
+
+
+@triton.jit
+def decode_merge_kernel(O, LSE, s_ob, s_oh, s_os, OUT, s_outb, s_outh, nsplit,
+                        HQ: tl.constexpr, D: tl.constexpr, BSPLIT: tl.constexpr):
+    pid = tl.program_id(0)
+    b = pid // HQ
+    h = pid % HQ
+    base = b * s_ob + h * s_oh
+    dd = tl.arange(0, D)
+    m = tl.full((BSPLIT,), float("-inf"), tl.float32)
+    for s0 in range(0, nsplit, BSPLIT):
+        s = s0 + tl.arange(0, BSPLIT)
+        m = tl.maximum(m, tl.load(LSE + base // s_os + s, mask=s < nsplit, other=float("-inf")))
+    mx = tl.max(m, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)  # no token at all: every weight is 0 below
+    acc = tl.zeros((D,), tl.float32)
+    den = tl.zeros((BSPLIT,), tl.float32)
+    for s0 in range(0, nsplit, BSPLIT):
+        s = s0 + tl.arange(0, BSPLIT)
+        sm = s < nsplit
+        w = tl.exp2(tl.load(LSE + base // s_os + s, mask=sm, other=float("-inf")) - mx)
+        o = tl.load(O + base + s[:, None] * s_os + dd[None, :], mask=sm[:, None], other=0.0)
+        acc += tl.sum(w[:, None] * o, axis=0)
+        den += w
+    tot = tl.sum(den, axis=0)
+    out = acc / tl.where(tot > 0, tot, 1.0)
+    tl.store(OUT + b * s_outb + h * s_outh + dd, out.to(OUT.dtype.element_ty))
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+_TORCH2TL = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+
+
+def num_sms(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def choose_splits(max_len: int, batch_heads: int, block_n: int, sms: int, min_tokens: int, ctas_per_sm: int = 2) -> int:
+    """Splits for one tier: enough programs to fill ``ctas_per_sm`` waves, each with >= ``min_tokens`` tokens."""
+    if max_len <= 0:
+        return 0
+    by_len = triton.cdiv(max_len, max(min_tokens, block_n))
+    by_occ = triton.cdiv(ctas_per_sm * sms, batch_heads)
+    return max(1, min(by_len, by_occ))
+
+
+def decode_attention_triton(
+    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 64, block_n_hp: int = 32,
+    num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 2,
+    n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None,
+):
+    """q ``[batch, num_q_heads, head_dim]`` (rotated) -> ``[batch, num_q_heads, head_dim]`` in q's dtype.
+
+    Split counts come from host-side maxima (``meta.max_hp_len`` / ``meta.max_int2_len`` when set, else
+    one device sync to read them). ``workspace`` = (o_part, lse_part) may be passed to avoid allocation
+    (e.g. under CUDA graphs); it must hold at least the number of splits used.
+    """
+    B, HQ, D = q.shape
+    HKV = pool.num_kv_heads
+    G = HQ // HKV
+    assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
+    dev = q.device
+    sms = num_sms(dev)
+    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
+    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
+    if n_hp_splits is None:
+        n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, ctas_per_sm)
+    if n_q_splits is None:
+        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
+    ns = max(1, n_hp_splits + n_q_splits)
+    if workspace is None:
+        o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=dev)
+        lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=dev)
+    else:
+        o_part, lse_part = workspace
+        assert o_part.shape[2] >= ns
+    # lse_part shares o_part's (b, h, split) strides divided by D: keep both contiguous.
+    assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
+    if out is None:
+        out = torch.empty_like(q)
+    interp = _interpreting()
+    qk_dt = tl.float32 if interp else _TORCH2TL[q.dtype]  # interpreter: bf16 tl.dot is wrong (triton 3.9)
+    pv_dt = tl.float32 if interp else tl.float16  # p * s in [0, |s|]: fp16 keeps 3 more mantissa bits than bf16
+    if n_hp_splits + n_q_splits > 0:
+        decode_stage1_kernel[(B * HKV, n_hp_splits + n_q_splits)](
+            q, q.stride(0), q.stride(1),
+            pool.k_codes, pool.v_codes, pool.k_scale, pool.k_zero, pool.v_scale, pool.v_zero,
+            *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
+            pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
+            meta.hp_block_tables, meta.hp_block_tables.stride(0), meta.hp_lens,
+            meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
+            o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
+            n_hp_splits, n_q_splits, sm_scale * 1.4426950408889634,
+            HKV=HKV, G=G, BH=max(16, triton.next_power_of_2(G)), D=D, NG=pool.num_groups, BS=pool.block_size,
+            BN_HP=block_n_hp, BN_Q=block_n, QK_DT=qk_dt, PV_DT=pv_dt, num_warps=num_warps, num_stages=num_stages,
+        )
+    else:  # nothing cached anywhere: the merge then writes zeros
+        lse_part.fill_(float("-inf"))
+        o_part.zero_()
+    nsplit = n_hp_splits + n_q_splits if n_hp_splits + n_q_splits > 0 else 1
+    decode_merge_kernel[(B * HQ,)](
+        o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
+        out, out.stride(0), out.stride(1), nsplit, HQ=HQ, D=D, BSPLIT=32, num_warps=4,
+    )
+    return out

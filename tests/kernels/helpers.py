@@ -1,0 +1,41 @@
+"""Small builders shared by the kernel tests."""
+
+import torch
+
+from oscarkv.kernels import MixedKVCache, MixedKVPool, write_kv
+from oscarkv.quant import QuantConfig
+
+
+def build(lens, *, d=64, hkv=2, group=None, bs=4, sink=8, recent=16, chunks=1, seed=0, device="cpu",
+          k_clip=0.96, v_clip=0.92, backend="torch", blocks=256):
+    """A cache holding ``lens[i]`` random rotated tokens per sequence, written in ``chunks`` appends.
+
+    Returns (cache, pool, ids, rows) where rows[i] = (k, v) original bf16 rows of sequence i.
+    """
+    g = torch.Generator().manual_seed(seed)
+    kc = QuantConfig(group_size=group or d, clip_ratio=k_clip)
+    vc = QuantConfig(group_size=group or d, clip_ratio=v_clip)
+    pool = MixedKVPool.allocate(blocks, blocks, bs, hkv, d, kc, vc, device=device)
+    cache = MixedKVCache(blocks, blocks, bs, sink=sink, recent=recent)
+    ids = list(range(len(lens)))
+    rows = []
+    for i in ids:
+        cache.add(i)
+        # outlier-ish rows so clipping matters
+        k = (torch.randn(lens[i], hkv, d, generator=g) * (1 + 4 * torch.rand(lens[i], hkv, d, generator=g) ** 8))
+        v = torch.randn(lens[i], hkv, d, generator=g)
+        rows.append((k.bfloat16().to(device), v.bfloat16().to(device)))
+    done = [0] * len(lens)
+    for c in range(chunks):
+        take = [((c + 1) * n) // chunks - done[i] for i, n in enumerate(lens)]
+        plan = cache.plan_append(ids, take)
+        k = torch.cat([rows[i][0][done[i] : done[i] + take[i]] for i in ids])
+        v = torch.cat([rows[i][1][done[i] : done[i] + take[i]] for i in ids])
+        write_kv(pool, k, v, plan, backend=backend)
+        done = [a + b for a, b in zip(done, take)]
+    return cache, pool, ids, rows
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))

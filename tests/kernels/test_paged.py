@@ -1,0 +1,113 @@
+"""Allocator, window bookkeeping and sequence isolation (torch paths; no Triton needed)."""
+
+import pytest
+import torch
+
+from helpers import build
+
+from oscarkv.kernels import (
+    NULL_BLOCK,
+    BlockAllocator,
+    BlockOwnershipError,
+    MixedKVCache,
+    OutOfBlocksError,
+    decode_attention,
+    gather_sequence,
+)
+from oscarkv.quant import fake_quantize
+
+
+def test_allocator_hands_out_distinct_blocks_and_never_the_null_block():
+    a = BlockAllocator(10)
+    x = a.allocate(4, "a")
+    y = a.allocate(5, "b")
+    assert NULL_BLOCK not in x + y and len(set(x + y)) == 9 and a.num_free == 0
+    with pytest.raises(OutOfBlocksError, match="asked for 1 blocks .* only 0 of 9 are free"):
+        a.allocate(1, "c")
+    a.free(x, "a")
+    assert a.num_free == 4
+
+
+def test_allocator_refuses_foreign_and_double_free():
+    a = BlockAllocator(8)
+    x = a.allocate(2, "a")
+    a.allocate(2, "b")
+    with pytest.raises(BlockOwnershipError, match="owned by 'a'"):
+        a.free(x, "b")
+    a.free(x, "a")
+    with pytest.raises(BlockOwnershipError, match="double free"):
+        a.free(x, "a")
+    assert a.num_free == 5  # the failed calls changed nothing
+
+
+def test_plan_append_is_all_or_nothing():
+    cache = MixedKVCache(num_int2_blocks=4, num_hp_blocks=32, block_size=4, sink=4, recent=8)
+    cache.add("a")
+    cache.add("b")
+    cache.plan_append(["a"], [20])  # 12 hp tokens + 8 int2 tokens = 2 int2 blocks
+    with pytest.raises(OutOfBlocksError, match="int2 pool"):
+        cache.plan_append(["a", "b"], [4, 20])  # needs 1 + 2 int2 blocks, 1 free
+    assert cache.length("a") == 20 and cache.length("b") == 0
+    assert cache.int2_alloc.num_free == 1
+
+
+def test_window_lengths_and_block_ownership():
+    cache = MixedKVCache(64, 64, block_size=4, sink=8, recent=16)
+    for s in "abc":
+        cache.add(s)
+    cache.plan_append(list("abc"), [5, 24, 61])
+    for _ in range(7):  # decode steps
+        cache.plan_append(list("abc"), [1, 1, 1])
+    m = cache.metadata(list("abc"))
+    assert m.hp_lens.tolist() == [12, 24, 24] and m.int2_lens.tolist() == [0, 7, 44]
+    assert m.max_hp_len == 24 and m.max_int2_len == 44
+    owned = {}
+    for s in "abc":
+        hp, q = cache.blocks(s)
+        for b in hp:
+            assert cache.hp_alloc.owner(b) == s and ("hp", b) not in owned
+            owned["hp", b] = s
+        for b in q:
+            assert cache.int2_alloc.owner(b) == s and ("q", b) not in owned
+            owned["q", b] = s
+    # tables list exactly the sequence's blocks, padded with the null block
+    for i, s in enumerate("abc"):
+        hp, q = cache.blocks(s)
+        assert m.hp_block_tables[i, : len(hp)].tolist() == hp
+        assert (m.hp_block_tables[i, len(hp) :] == NULL_BLOCK).all()
+        assert m.int2_block_tables[i, : len(q)].tolist() == q
+    cache.remove("b")
+    assert cache.hp_alloc.num_free == 63 - 6 - 3 and cache.int2_alloc.num_free == 63 - 11
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 40])
+def test_cache_contents_match_the_window_rule(chunks):
+    """Sink and recent rows are the original BF16 rows; history rows are quantize(row) (same as format.py)."""
+    S, W = 8, 16
+    lens = [3, 24, 25, 61]
+    cache, pool, ids, rows = build(lens, sink=S, recent=W, chunks=chunks)
+    meta = cache.metadata(ids)
+    for i, t in enumerate(lens):
+        k, v = gather_sequence(pool, meta, i, dtype=torch.float32)
+        hp_pos = [p for p in range(min(t, S))]
+        recent = list(range(max(S, t - W), t))
+        ring = sorted(recent, key=lambda p: (p - S) % W)
+        hist = list(range(S, max(S, t - W)))
+        assert k.shape[0] == len(hp_pos) + len(ring) + len(hist) == t
+        exp_k = torch.cat([rows[i][0][hp_pos + ring].float(), fake_quantize(rows[i][0][hist].float(), pool.k_cfg)])
+        exp_v = torch.cat([rows[i][1][hp_pos + ring].float(), fake_quantize(rows[i][1][hist].float(), pool.v_cfg)])
+        assert torch.equal(k, exp_k) and torch.equal(v, exp_v)
+
+
+def test_sequences_never_read_each_others_blocks():
+    cache, pool, ids, _ = build([40, 37], sink=8, recent=16)
+    meta = cache.metadata(ids)
+    q = torch.randn(2, 4, 64).bfloat16()
+    before = decode_attention(q, pool, meta, backend="torch")
+    hp, qb = cache.blocks(1)
+    for t in (pool.k_hp, pool.v_hp):
+        t[hp] = float("nan")
+    for t in (pool.k_scale, pool.k_zero, pool.v_scale, pool.v_zero):
+        t[qb] = float("nan")
+    after = decode_attention(q, pool, meta, backend="torch")
+    assert torch.equal(before[0], after[0]) and after[1].isnan().all()
