@@ -183,6 +183,9 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.tail_k = torch.cat([self.tail_k, kr[:, :, take:]], dim=-2)
         self.tail_v = torch.cat([self.tail_v, vr[:, :, take:]], dim=-2)
         self.n += kr.shape[2]
+        # Departure from the spec (section 4): SGLang demotes in pages of 8 tokens, so its recent window
+        # floats in [W, W + 7]. We demote as soon as a token leaves the window (KIVI: a whole key
+        # block), so the held state is a function of n alone, which the evaluation fast path relies on.
         excess = self.tail_k.shape[2] - self.recent
         m = (excess // self.unit) * self.unit if excess > 0 else 0
         if m:  # demote the m oldest tail tokens
