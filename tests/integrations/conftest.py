@@ -45,3 +45,12 @@ def make_rotations():
 @pytest.fixture(scope="session")
 def make_config():
     return tiny_config
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The tiny model is overhead-bound: one thread is ~10x faster than two on a shared 2-core box."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -132,3 +132,18 @@ def test_wrong_cache_is_refused(model, config, rotations):
         disable_oscar_attention(model)
     with pytest.raises(TypeError, match="OscarCache"):
         enable_oscar_attention(model, DynamicCache(config=config))
+
+
+def test_bfloat16_model(config, rotations):
+    """Model-dtype windows and bf16 rotation GEMMs, as on GPU: both paths run and agree loosely."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    m = LlamaForCausalLM(config).eval().to(torch.bfloat16)
+    make = lambda: OscarCache(config, "oscar", rotations=rotations, sink=2, recent=3)
+    a, b, b_abs = paths(m, make, ids_of(16, seed=6))
+    assert a.dtype == torch.bfloat16
+    assert (a - b).abs().max() < 0.05 and (a - b_abs).abs().max() < 0.05
+    cache = make()
+    run(m, cache, ids_of(16, seed=6))
+    assert cache.layers[0].sink_k.dtype == torch.bfloat16
