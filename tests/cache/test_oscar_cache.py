@@ -229,3 +229,18 @@ def test_rotations_of_another_model_are_refused(config, make_config, make_rotati
 def test_unknown_method(config):
     with pytest.raises(ValueError, match="unknown method"):
         OscarCache(config, "int3")
+
+
+@pytest.mark.parametrize("name", ["naive", "kivi", "bf16"])
+def test_held_quantized_helper_matches_the_cache(model, name):
+    from oscarkv.cache import held_quantized
+
+    method = make_method(name, sink=2, recent=3, group_size=4)
+    cache = OscarCache(model.config, method)
+    step(model, cache, ids_of(4))
+    for _ in range(14):
+        n = cache.get_seq_length()
+        mask = held_quantized(method, torch.arange(n), n)
+        q = cache.segments()["quantized"]
+        assert int(mask.sum()) == q and (q == 0 or bool(mask[2 : 2 + q].all()))
+        step(model, cache, ids_of(1))

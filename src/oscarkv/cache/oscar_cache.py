@@ -12,6 +12,20 @@ from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLa
 OUTPUT_BASES = ("original", "rotated")
 
 
+def held_quantized(method: KVMethod, j, n):
+    """Is token j held quantized when the cache holds n tokens? (ints or broadcasting tensors; j and n
+    in a row's own positions, i.e. after its left padding). The rule of ``OscarCache``'s docstring,
+    for evaluation fast paths that fake-quantize instead of running the cache."""
+    j, n = torch.as_tensor(j), torch.as_tensor(n)
+    if not method.quantized:
+        return torch.zeros(torch.broadcast_shapes(j.shape, n.shape), dtype=torch.bool)
+    s, w = method.sink, method.recent
+    if method.key_axis == "channel":  # whole KIVI blocks aligned at the sink
+        g = method.group_size
+        return (j >= s) & (j < s + torch.clamp(n - w - s, min=0) // g * g)
+    return (j >= s) & (j < n - w)
+
+
 class OscarCache(Cache):
     """Mixed-precision KV cache: per layer, ``sink`` first tokens and ``recent`` last tokens in the
     model dtype, everything in between packed (INT2 / INT4 codes + scale/zero), all rows stored
