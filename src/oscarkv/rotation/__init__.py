@@ -25,3 +25,7 @@ __all__ = [
 from .files import RotationMismatchError, RotationSet, config_fingerprint, config_hash  # noqa: E402
 
 __all__ += ["RotationMismatchError", "RotationSet", "config_fingerprint", "config_hash"]
+
+from .zoo import import_rotationzoo  # noqa: E402
+
+__all__ += ["import_rotationzoo"]

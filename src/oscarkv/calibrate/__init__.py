@@ -1,0 +1,19 @@
+"""Offline calibration: capture q/k/v, streaming covariances, OSCAR rotations, clip ratios, Lloyd-Max levels."""
+
+from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
+from .clip import DEFAULT_CLIP_GRID
+from .core import LEVELS, calibrate, make_batches
+from .lloyd import fit_levels, fit_layer_levels
+
+__all__ = [
+    "AttentionDims",
+    "DEFAULT_CLIP_GRID",
+    "LEVELS",
+    "attention_dims",
+    "calibrate",
+    "capture_attention",
+    "capture_qkv",
+    "fit_layer_levels",
+    "fit_levels",
+    "make_batches",
+]

@@ -1,0 +1,73 @@
+"""Lloyd-Max INT2 levels fitted offline on calibration data (issue #4).
+
+Departure from the authors (spec section 3.3): they use fixed Gaussian Lloyd-Max boundaries on a
+per-row z-score. We instead fit four reconstruction levels per layer (K and V separately) on the
+data they will be applied to: the rotated, clipped rows, min/max-normalised exactly as ``quantize``
+does it, i.e. positions u = (x - zero) / scale in code units [0, 2**bits - 1]. Each sample is
+weighted by scale**2 (so the fit minimises the value-domain squared error, not the code-unit one)
+times an optional per-row weight (the score weight wbar for V). Started from the uniform levels,
+Lloyd iterations never increase that weighted error, so the fitted levels beat uniform on the fit data.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..quant import QuantConfig, clip_rows
+from ..quant.format import _dtype
+
+
+def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(u, scale) per value, both shaped like ``x``: the same clip, grouping and scale/zero rounding as
+    ``quant.format.quantize`` (kept in step with it by tests/calibrate/test_lloyd.py)."""
+    d = x.shape[-1]
+    g = cfg.group(d)
+    sdt = _dtype(cfg.scale_dtype)
+    xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
+    xg = xf.reshape(*xf.shape[:-1], d // g, g)
+    lo, hi = xg.amin(-1), xg.amax(-1)
+    scale = ((hi - lo).clamp_min(1e-8) / (cfg.n_levels - 1)).to(sdt).float()[..., None]
+    zero = lo.to(sdt).float()[..., None]
+    u = (xg - zero) / scale
+    return u.reshape(x.shape), scale.expand_as(xg).reshape(x.shape)
+
+
+def weighted_mse(u: torch.Tensor, weight: torch.Tensor, levels: torch.Tensor) -> float:
+    """Weighted squared distance of each u to its nearest level (the level ``quantize`` would pick)."""
+    lv = levels.double()
+    idx = torch.bucketize(u.double().contiguous(), (lv[1:] + lv[:-1]) / 2, right=True)
+    return float((weight.double() * (u.double() - lv[idx]) ** 2).sum() / weight.double().sum().clamp_min(1e-300))
+
+
+def fit_levels(u: torch.Tensor, weight: torch.Tensor | None = None, n_levels: int = 4, iters: int = 100,
+               tol: float = 1e-7) -> torch.Tensor:
+    """Weighted 1-D Lloyd-Max on code positions u (flattened), from uniform levels 0..n-1.
+
+    Returns float64 ``[n_levels]`` levels, sorted, within [0, n_levels - 1]. An empty cell keeps its level.
+    """
+    u = u.reshape(-1).double()
+    w = torch.ones_like(u) if weight is None else weight.reshape(-1).double()
+    top = n_levels - 1
+    lv = torch.arange(n_levels, dtype=torch.float64)
+    for _ in range(iters):
+        idx = torch.bucketize(u, (lv[1:] + lv[:-1]) / 2, right=True)
+        wsum = torch.zeros(n_levels, dtype=torch.float64).index_add_(0, idx, w)
+        usum = torch.zeros(n_levels, dtype=torch.float64).index_add_(0, idx, w * u)
+        new = torch.where(wsum > 0, usum / wsum.clamp_min(1e-300), lv)
+        new = new.clamp(0, top).sort().values
+        if (new - lv).abs().max() < tol:
+            lv = new
+            break
+        lv = new
+    return lv
+
+
+def fit_layer_levels(x: torch.Tensor, cfg: QuantConfig, row_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Levels for rotated rows x ``[..., d]`` under ``cfg`` (its clip ratio applies; its levels are ignored).
+
+    row_weight ``x.shape[:-1]``: optional per-row weight (V: the normalised score weight)."""
+    u, scale = code_positions(x, cfg)
+    w = scale.double() ** 2
+    if row_weight is not None:
+        w = w * row_weight.double()[..., None]
+    return fit_levels(u, w, cfg.n_levels)

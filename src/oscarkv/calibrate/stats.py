@@ -1,0 +1,105 @@
+"""Streaming float64 statistics for one layer (spec section 1.2), memory independent of token count.
+
+Shapes: q ``[B, H_q, T, d]``, k and v ``[B, H_kv, T, d]``. GQA grouping is contiguous: query head j
+belongs to KV head j // g with g = H_q / H_kv.
+
+    C_Q^(h) = sum over tokens and the g group queries of q^T q, divided by n * g
+    Sigma_K = mean_h C_Q^(h)                                   (qqt target)
+    w_{h,t} = k_{h,t} C_Q^(h) k_{h,t}^T                         (needs the final C_Q: second pass)
+    Sigma_V = mean_h  sum_t w_{h,t} v^T v / max(sum_t w_{h,t}, 1e-12)   (sst target)
+
+The last line is the spec's (1/n) sum_t wbar v^T v with wbar = n w / sum w, rearranged so that it
+can be accumulated as two running sums.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _grouped(q: torch.Tensor, n_kv: int) -> torch.Tensor:
+    b, hq, t, d = q.shape
+    return q.reshape(b, n_kv, hq // n_kv, t, d)  # contiguous grouping: j -> j // g
+
+
+class QueryCovariance:
+    """Running sum of q^T q per KV head (pass 1)."""
+
+    def __init__(self, n_kv: int, d: int, device=None):
+        self.n_kv = n_kv
+        self.sum = torch.zeros(n_kv, d, d, dtype=torch.float64, device=device)
+        self.count = 0  # query vectors per KV head (n * g)
+
+    def update(self, q: torch.Tensor) -> None:
+        qg = _grouped(q.double(), self.n_kv)
+        self.sum += torch.einsum("bhgtd,bhgte->hde", qg, qg)
+        self.count += qg.shape[0] * qg.shape[2] * qg.shape[3]
+
+    def per_head(self) -> torch.Tensor:
+        """C_Q^(h), ``[H_kv, d, d]``."""
+        if self.count == 0:
+            raise ValueError("no queries were accumulated")
+        c = self.sum / self.count
+        return (c + c.transpose(-1, -2)) / 2
+
+
+def score_weights(k: torch.Tensor, cq: torch.Tensor) -> torch.Tensor:
+    """w_{b,h,t} = k C_Q^(h) k^T (mean squared logit of the head's queries against this key)."""
+    kd = k.double()
+    return torch.einsum("bhtd,hde,bhte->bht", kd, cq.to(kd.device), kd)
+
+
+class ValueCovariance:
+    """Running sums of w v^T v and w per KV head (pass 2)."""
+
+    def __init__(self, cq: torch.Tensor):
+        self.cq = cq
+        h, d, _ = cq.shape
+        self.sum = torch.zeros(h, d, d, dtype=torch.float64, device=cq.device)
+        self.wsum = torch.zeros(h, dtype=torch.float64, device=cq.device)
+        self.count = 0  # tokens per KV head
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        w = score_weights(k, self.cq)
+        vd = v.double()
+        self.sum += torch.einsum("bht,bhtd,bhte->hde", w, vd, vd)
+        self.wsum += w.sum(dim=(0, 2))
+        self.count += w.shape[0] * w.shape[2]
+        return w
+
+    def per_head(self) -> torch.Tensor:
+        """Score-weighted value covariance per KV head, ``[H_kv, d, d]``."""
+        c = self.sum / self.wsum.clamp_min(1e-12)[:, None, None]
+        return (c + c.transpose(-1, -2)) / 2
+
+    def mean_weight(self) -> torch.Tensor:
+        """Per-head mean of w over all tokens seen (to normalise sampled weights to mean 1)."""
+        return self.wsum / max(self.count, 1)
+
+
+class TokenReservoir:
+    """Uniform sample of at most ``cap`` tokens (k, v, w of all KV heads of a token kept together).
+
+    Each token gets a random key; we keep the ``cap`` smallest keys seen so far, which is a uniform
+    sample without replacement whatever the stream length. Memory: cap * H_kv * (2d + 1) floats.
+    """
+
+    def __init__(self, cap: int, generator: torch.Generator):
+        self.cap = cap
+        self.gen = generator
+        self.keys = torch.empty(0)
+        self.k = self.v = self.w = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor) -> None:
+        b, h, t, d = k.shape
+        rows_k = k.float().cpu().permute(0, 2, 1, 3).reshape(b * t, h, d)
+        rows_v = v.float().cpu().permute(0, 2, 1, 3).reshape(b * t, h, d)
+        rows_w = w.cpu().permute(0, 2, 1).reshape(b * t, h)
+        keys = torch.rand(b * t, generator=self.gen, dtype=torch.float64)
+        if self.k is not None:
+            keys = torch.cat([self.keys, keys])
+            rows_k, rows_v, rows_w = (torch.cat([a, r]) for a, r in ((self.k, rows_k), (self.v, rows_v), (self.w, rows_w)))
+        if keys.numel() > self.cap:
+            keep = torch.topk(keys, self.cap, largest=False).indices
+            keys, rows_k, rows_v, rows_w = keys[keep], rows_k[keep], rows_v[keep], rows_w[keep]
+        self.keys, self.k, self.v, self.w = keys, rows_k, rows_v, rows_w
