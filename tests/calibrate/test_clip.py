@@ -57,3 +57,13 @@ def test_fitted_clip_in_grid_and_not_worse_than_off(tiny, ids):
 def test_clip_off_uses_paper_defaults(tiny, ids):
     rs = calibrate(tiny(), ids, seq_len=64, group_size=16, fit_clip=False, progress=False)
     assert rs.clip("k", 0) == torch.tensor(0.96).item() and rs.clip("v", 1) == torch.tensor(0.92).item()
+
+
+def test_grid_errors_equal_serving_path():
+    from oscarkv.calibrate.clip import grid_errors
+
+    x = torch.randn(3, 40, 32, generator=torch.Generator().manual_seed(2)) * torch.linspace(0.2, 4, 32)
+    grid = (0.8, 0.86, 0.9, 0.96, 1.0)
+    got = grid_errors(x, grid, BASE, lambda e: e.pow(2).sum())
+    want = [(fake_quantize(x, clip_config(BASE, r)) - x).double().pow(2).sum().item() for r in grid]
+    assert got.tolist() == want

@@ -31,9 +31,10 @@ class QueryCovariance:
         self.count = 0  # query vectors per KV head (n * g)
 
     def update(self, q: torch.Tensor) -> None:
-        qg = _grouped(q.double(), self.n_kv)
-        self.sum += torch.einsum("bhgtd,bhgte->hde", qg, qg)
-        self.count += qg.shape[0] * qg.shape[2] * qg.shape[3]
+        qg = _grouped(q.double(), self.n_kv).transpose(0, 1)  # [H_kv, B, g, T, d]
+        rows = qg.reshape(self.n_kv, -1, qg.shape[-1])
+        self.sum += rows.transpose(1, 2) @ rows
+        self.count += rows.shape[1]
 
     def per_head(self) -> torch.Tensor:
         """C_Q^(h), ``[H_kv, d, d]``."""
@@ -46,7 +47,7 @@ class QueryCovariance:
 def score_weights(k: torch.Tensor, cq: torch.Tensor) -> torch.Tensor:
     """w_{b,h,t} = k C_Q^(h) k^T (mean squared logit of the head's queries against this key)."""
     kd = k.double()
-    return torch.einsum("bhtd,hde,bhte->bht", kd, cq.to(kd.device), kd)
+    return ((kd @ cq.to(kd.device)[None]) * kd).sum(-1)
 
 
 class ValueCovariance:
@@ -61,8 +62,9 @@ class ValueCovariance:
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         w = score_weights(k, self.cq)
-        vd = v.double()
-        self.sum += torch.einsum("bht,bhtd,bhte->hde", w, vd, vd)
+        vd = v.double().transpose(0, 1).reshape(v.shape[1], -1, v.shape[-1])  # [H, B*T, d]
+        wv = vd * w.transpose(0, 1).reshape(v.shape[1], -1, 1)
+        self.sum += wv.transpose(1, 2) @ vd
         self.wsum += w.sum(dim=(0, 2))
         self.count += w.shape[0] * w.shape[2]
         return w
