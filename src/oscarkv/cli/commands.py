@@ -1,0 +1,180 @@
+"""Implementations of the `oscar-kv` sub-commands (argparse namespaces in, exit codes out)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def _log(msg: str) -> None:
+    print(f"[oscar-kv] {msg}", file=sys.stderr, flush=True)
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
+def _load(model: str):
+    from ..models import load_model
+
+    t = time.time()
+    lm = load_model(model)
+    _log(f"loaded {lm.model_id} in {time.time() - t:.1f} s")
+    return lm
+
+
+def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
+    from ..calibrate import calibrate
+    from ..data import load_text, token_ids
+
+    ids = token_ids(lm.tokenizer, load_text(data), tokens, what=f"calibration text {data!r}")
+    t = time.time()
+    rs = calibrate(lm.model, ids, seq_len=min(seq_len, tokens), model_id=lm.model_id, **kw)
+    rs.meta["calib_data"] = data
+    _log(f"calibrated on {ids.numel()} tokens of {data!r} in {time.time() - t:.1f} s")
+    return rs
+
+
+# --------------------------------------------------------------------------- calibrate
+def cmd_calibrate(a) -> int:
+    out = Path(a.out)
+    if out.suffix != ".safetensors":
+        raise ValueError(f"--out {out} should end in .safetensors (the rotation file format)")
+    lm = _load(a.model)
+    rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
+                    fit_clip=not a.no_fit_clip, per_head=a.per_head, levels=a.levels)
+    rs.save(out)
+    kc = rs.k_clip.tolist() if rs.k_clip is not None else []
+    vc = rs.v_clip.tolist() if rs.v_clip is not None else []
+    print(json.dumps({"out": str(out), "layers": rs.num_layers, "head_dim": rs.head_dim,
+                      "k_clip": [round(x, 3) for x in kc], "v_clip": [round(x, 3) for x in vc]}))
+    return 0
+
+
+# --------------------------------------------------------------------------- eval
+def _eval_table(lm, ids, methods, rotations, context, sequences, score_from, peers, peer_residual):
+    from ..eval.harness import evaluate
+
+    res = evaluate(lm.model, ids, methods, rotations, context=context, sequences=sequences,
+                   score_from=score_from, peers=peers, peer_residual=peer_residual)
+    res = {"model": lm.model_id, **res}
+    return res
+
+
+def cmd_eval(a) -> int:
+    from ..data import load_text, token_ids
+    from ..eval.report import format_table, plot_error_vs_bits, write_json
+    from ..methods import parse_methods
+    from ..rotation import RotationSet
+
+    methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
+    needs_rot = any(m.rotation == "calibrated" for m in methods)
+    if needs_rot and not a.rotations:
+        raise ValueError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
+    peers = tuple(p.strip() for p in a.peers.split(",") if p.strip())
+    lm = _load(a.model)
+    rot = RotationSet.load(a.rotations, lm.model.config) if a.rotations else None
+    if a.task == "passkey":
+        from ..eval.passkey import run_passkey, format_passkey
+
+        lengths = [int(x) for x in a.lengths.split(",") if x.strip()]
+        res = run_passkey(lm, methods, rot, lengths=lengths)
+        res = {"model": lm.model_id, **res}
+        print(format_passkey(res))
+    else:
+        ids = token_ids(lm.tokenizer, load_text(a.data), what=f"evaluation text {a.data!r}")
+        res = _eval_table(lm, ids, methods, rot, a.context, a.sequences, a.score_from, peers, a.recent)
+        res.update(sink=a.sink, recent=a.recent, data=a.data)
+        print(format_table(res, f"{lm.model_id}, context {a.context}, sink {a.sink}, recent {a.recent}"))
+        if a.plot:
+            plot_error_vs_bits([(f"sink {a.sink} / recent {a.recent}", res)], a.plot)
+    if a.json_out:
+        write_json(res, a.json_out)
+        _log(f"wrote {a.json_out}")
+    return 0
+
+
+# --------------------------------------------------------------------------- run
+def cmd_run(a) -> int:
+    """Calibrate on pydoc-calib, evaluate on the disjoint pydoc-eval topics, print tables, JSON, plot."""
+    from ..data import builtin_text, token_ids
+    from ..eval.report import format_table, plot_error_vs_bits, write_json
+    from ..methods import parse_methods
+
+    torch.manual_seed(0)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(a.out_dir) / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    lm = _load("default")
+    rot = _calibrate(lm, "pydoc-calib", a.calib_tokens)
+    rot_path = rot.save(out / "rotations.safetensors")
+    _log(f"wrote {rot_path}")
+    ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
+    peers = () if a.no_peers else ("quanto", "hqq")
+    names = "bf16,naive,hadamard,kivi,int4,oscar"
+    configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
+    tables, series = [], []
+    commit = _git_commit()
+    for label, sink, recent in configs:
+        _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
+        methods = parse_methods(names, sink=sink, recent=recent)
+        res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, peers, recent)
+        res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
+                   calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit)
+        slug = "results" if sink or recent else "results_pure_int2"
+        write_json(res, out / f"{slug}.json")
+        title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"
+        tables.append(format_table(res, title))
+        series.append((label, res))
+    plot = plot_error_vs_bits(series, out / "error_vs_bits.png")
+    print()
+    print(f"{lm.model_id} — {_dt.date.today().isoformat()}, commit {commit}")
+    for t in tables:
+        print()
+        print(t)
+    print()
+    print(f"wrote {out}/results.json, {plot} ({time.time() - t0:.0f} s total)")
+    return 0
+
+
+# --------------------------------------------------------------------------- inspect / ablate / bench
+def cmd_inspect(a) -> int:
+    from ..calibrate.inspect import format_inspect, inspect_rotations, plot_spectra
+    from ..eval.report import write_json
+    from ..rotation import RotationSet
+
+    rs = RotationSet.load(a.rotations)
+    info = inspect_rotations(rs)
+    print(format_inspect(info))
+    if a.plot:
+        plot_spectra(info, a.plot)
+        _log(f"wrote {a.plot}")
+    if a.json_out:
+        write_json(info, a.json_out)
+    return 0
+
+
+def cmd_ablate(a) -> int:
+    from ..eval.ablate import run_ablations
+
+    run_ablations(a)
+    return 0
+
+
+def cmd_bench(a) -> int:
+    script = Path(__file__).resolve().parents[3] / "bench" / "bench_decode.py"
+    if not script.exists():
+        raise FileNotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
+    return subprocess.call([sys.executable, str(script), *a.args])

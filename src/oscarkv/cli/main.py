@@ -1,0 +1,102 @@
+"""`oscar-kv` command line: calibrate, eval, run, inspect, ablate, bench."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from .. import __version__
+
+# Errors we raise on purpose carry a message that names the problem and the fix: print it, no traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, RuntimeError, KeyError)
+
+
+def _common_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct) or a local checkpoint folder")
+
+
+def _window_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sink", type=int, default=64, help="BF16 attention-sink tokens (default 64)")
+    p.add_argument("--recent", type=int, default=256, help="BF16 recent-window tokens (default 256)")
+    p.add_argument("--group-size", type=int, default=128, help="values per scale/zero along head_dim (clamped to head_dim)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="oscar-kv", description="Accurate INT2 KV-cache quantization (OSCAR).")
+    ap.add_argument("--version", action="version", version=f"oscar-kv {__version__}")
+    ap.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("calibrate", help="fit OSCAR rotations and clip ratios for a model")
+    _common_model(c)
+    c.add_argument("--data", default="pydoc-calib", help="text file, or a built-in source (pydoc-calib, pydoc-eval, stdlib-docstrings)")
+    c.add_argument("--out", required=True, help="output rotation file (.safetensors)")
+    c.add_argument("--tokens", type=int, default=8192, help="calibration tokens (default 8192)")
+    c.add_argument("--seq-len", type=int, default=1024, help="tokens per calibration sequence")
+    c.add_argument("--composition", default="u_h_pbr", help="rotation recipe (u_h_pbr = OSCAR; u_h, u, h, h_pbr, identity for ablations)")
+    c.add_argument("--group-size", type=int, default=128)
+    c.add_argument("--no-fit-clip", action="store_true", help="use the paper's 0.96 / 0.92 instead of fitting clip ratios")
+    c.add_argument("--per-head", action="store_true", help="one rotation per KV head instead of per layer")
+    c.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="also fit Lloyd-Max INT2 levels")
+
+    e = sub.add_parser("eval", help="compare KV methods on real text (ppl, KL, top-1, bits) or the passkey task")
+    _common_model(e)
+    e.add_argument("--rotations", help="rotation file from `oscar-kv calibrate` (needed for oscar)")
+    e.add_argument("--data", default="pydoc-eval", help="text file or built-in source")
+    e.add_argument("--methods", default="bf16,naive,hadamard,kivi,int4,oscar")
+    e.add_argument("--peers", default="", help="comma list of transformers QuantizedCache backends: quanto,hqq")
+    e.add_argument("--context", type=int, default=4096)
+    e.add_argument("--sequences", type=int, default=1, help="windows of --context tokens to score")
+    e.add_argument("--score-from", type=int, default=512, help="first scored position in each window")
+    e.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="INT2 levels for oscar")
+    e.add_argument("--task", choices=("ppl", "passkey"), default="ppl")
+    e.add_argument("--lengths", default="1024,2048,4096", help="passkey: context lengths")
+    e.add_argument("--json", dest="json_out", help="write results here")
+    e.add_argument("--plot", help="write an error-vs-bits PNG here")
+    _window_args(e)
+
+    r = sub.add_parser("run", help="the whole pipeline on the embedded default model: calibrate, evaluate, table, JSON, plot")
+    r.add_argument("--out-dir", default="runs", help="where to write results (default runs/)")
+    r.add_argument("--context", type=int, default=4096)
+    r.add_argument("--calib-tokens", type=int, default=8192)
+    r.add_argument("--no-peers", action="store_true", help="skip transformers' quanto/hqq rows")
+    r.add_argument("--no-pure", action="store_true", help="skip the pure-INT2 (no windows) table")
+
+    i = sub.add_parser("inspect", help="eigen-spectra, variance spread and clip ratios of a rotation file")
+    i.add_argument("rotations")
+    i.add_argument("--plot", help="PNG of the spectra")
+    i.add_argument("--json", dest="json_out")
+
+    a = sub.add_parser("ablate", help="which part of OSCAR buys how much accuracy (JSON + plots)")
+    _common_model(a)
+    a.add_argument("--what", default="rotation,clipping,windows,group,calib-size,calib-domain,levels")
+    a.add_argument("--context", type=int, default=2048)
+    a.add_argument("--calib-tokens", type=int, default=4096)
+    a.add_argument("--out-dir", default="runs/ablate")
+
+    b = sub.add_parser("bench", help="kernel benchmarks (GPU; a small CPU reference run without one)")
+    b.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/decode_bench.py")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach for a hub
+    args = build_parser().parse_args(argv)
+    from . import commands
+
+    try:
+        return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args) or 0
+    except KeyboardInterrupt:
+        print("oscar-kv: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"oscar-kv {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""One-pass evaluation of a KV method: a single forward whose attention sees exactly what real
+decoding through the quantized cache would see.
+
+Why this is exact: every method here quantizes token-locally (a token's INT2 codes depend on that
+token alone; KIVI keys on their own block of ``group_size`` tokens). So when the query at position i
+runs during decoding, the cache holds n = i + 1 tokens and token j is quantized iff
+
+    token-wise methods:  sink <= j < n - recent
+    KIVI:                sink <= j and the whole key block of j lies below n - recent
+    (and j < i: the query's own token comes in the same cache update, unquantized)
+
+and its quantized value is the same whenever it is read. A forward over the whole sequence in which
+query i uses the dequantized K/V of key j exactly when that rule says reproduces step-by-step
+decoding (tests/eval/test_banded_vs_cache.py checks this against ``OscarCache``), at the cost of one
+prefill instead of thousands of decode steps (8 tok/s decode on this CPU).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..methods import (
+    KVMethod,
+    LayerPlan,
+    dequantize_key_blocks,
+    fake_quant_rows,
+    quantize_key_blocks,
+)
+from ..rotation import RotationSet
+
+ATTN_NAME = "oscarkv_banded"
+
+
+def quantized_mask(method: KVMethod, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """[Tq, Tk] bool: does query at position q_pos[a] read key k_pos[b] quantized?"""
+    n = q_pos[:, None] + 1  # tokens in the cache when that query runs
+    j = k_pos[None, :]
+    if not method.quantized:
+        return torch.zeros(q_pos.numel(), k_pos.numel(), dtype=torch.bool)
+    # the query's own token arrives in the same cache update and is returned unquantized
+    # (matters only for recent == 0)
+    own = j < q_pos[:, None]
+    if method.key_axis == "channel":
+        g = method.group_size
+        block_end = method.sink + ((j - method.sink) // g + 1) * g
+        return (j >= method.sink) & (block_end <= n - method.recent) & own
+    return (j >= method.sink) & (j < n - method.recent) & own
+
+
+def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
+    """Dequantized K, V [B, H, T, d] in the original basis (KIVI keys: blocks aligned at ``sink``)."""
+    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot)
+    if plan.key_axis == "channel":
+        g = plan.k_cfg.group_size
+        t = k.shape[2]
+        nb = max(0, (t - sink) // g)
+        kq = k.clone()
+        if nb:
+            blk = k[:, :, sink : sink + nb * g]
+            kq[:, :, sink : sink + nb * g] = dequantize_key_blocks(quantize_key_blocks(blk, plan.k_cfg), k.dtype)
+    else:
+        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot)
+    return kq, vq
+
+
+class BandedAttention:
+    """A transformers attention function (registered under ``ATTN_NAME``) for one method."""
+
+    def __init__(self, method: KVMethod, rotations: RotationSet | None, head_dim: int, num_layers: int, q_chunk: int = 1024):
+        self.method = method
+        self.plans = [method.layer_plan(i, head_dim, rotations) for i in range(num_layers)]
+        self.q_chunk = q_chunk
+
+    def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        b, hq, t, d = query.shape
+        hkv = key.shape[1]
+        g = hq // hkv
+        scaling = d**-0.5 if scaling is None else scaling
+        if attention_mask is not None and attention_mask.shape[-1] != key.shape[2]:
+            raise ValueError("banded evaluation expects one full forward without a cache (no past tokens)")
+        plan = self.plans[module.layer_idx]
+        if plan.k_cfg is None:  # unquantized: plain causal attention
+            out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=g > 1)
+            return out.transpose(1, 2).contiguous(), None
+        kq, vq = fake_quant_kv(plan, key, value, self.method.sink)
+        rep = lambda x: x.repeat_interleave(g, dim=1) if g > 1 else x  # noqa: E731
+        k_fp, v_fp, k_q, v_q = rep(key), rep(value), rep(kq), rep(vq)
+        pos = torch.arange(t, device=query.device)
+        outs = []
+        for a in range(0, t, self.q_chunk):
+            qs = query[:, :, a : a + self.q_chunk]
+            qp = pos[a : a + self.q_chunk]
+            qm = quantized_mask(self.method, qp, pos).to(query.device)  # [tq, t]
+            causal = pos[None, :] <= qp[:, None]
+            s = torch.where(qm, qs @ k_q.transpose(-1, -2), qs @ k_fp.transpose(-1, -2)) * scaling
+            s = s.masked_fill(~causal, float("-inf"))
+            p = torch.softmax(s.float(), dim=-1).to(query.dtype)
+            outs.append(p.masked_fill(qm, 0) @ v_fp + p.masked_fill(~qm, 0) @ v_q)
+        out = torch.cat(outs, dim=2)
+        return out.transpose(1, 2).contiguous(), None
+
+
+@torch.no_grad()
+def banded_logits(model, input_ids: torch.Tensor, method: KVMethod, rotations: RotationSet | None = None, q_chunk: int = 1024) -> torch.Tensor:
+    """Logits [B, T, V] of one forward that attends like decoding through ``method``'s cache."""
+    from transformers import AttentionInterface
+
+    cfg = model.config.get_text_config()
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    if rotations is not None and method.rotation == "calibrated":
+        rotations.check_model(model.config)
+    fn = BandedAttention(method, rotations, head_dim, cfg.num_hidden_layers, q_chunk)
+    AttentionInterface.register(ATTN_NAME, fn)
+    prev = model.config._attn_implementation
+    model.set_attn_implementation(ATTN_NAME)
+    try:
+        return model(input_ids, use_cache=False).logits
+    finally:
+        model.set_attn_implementation(prev)

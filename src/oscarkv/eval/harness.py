@@ -1,0 +1,181 @@
+"""Accuracy of KV methods on real text: perplexity, KL to BF16, top-1 agreement, bits and bytes.
+
+Protocol: the evaluation text is cut into ``sequences`` windows of ``context`` tokens. Every method
+scores the same next-token targets, at positions ``score_from .. context - 2`` of each window
+(the first ``score_from`` positions see a cache that is mostly BF16 window for every method).
+
+* Our methods run through ``banded_logits`` (one forward == decoding through the cache, see
+  banded.py).
+* transformers' own ``QuantizedCache`` (quanto, hqq) is run for real: prefill ``score_from`` tokens,
+  then feed the rest in chunks of ``peer_chunk`` tokens through the cache. Tokens inside one chunk see
+  each other unquantized (as in any chunked prefill), on top of the cache's own ``residual_length``
+  full-precision tokens; the peers have no attention-sink window.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from ..methods import KVMethod
+from ..rotation import RotationSet
+from .banded import banded_logits
+
+PEERS = ("quanto", "hqq")
+
+
+@dataclass
+class MethodResult:
+    method: str
+    ppl: float
+    kl: float
+    top1: float
+    bits_per_element: float
+    kv_bytes: int
+    seconds: float
+    note: str = ""
+
+    def row(self) -> dict:
+        return {
+            "method": self.method,
+            "ppl": self.ppl,
+            "kl": self.kl,
+            "top1": self.top1,
+            "bits_per_element": self.bits_per_element,
+            "kv_bytes": self.kv_bytes,
+            "seconds": round(self.seconds, 1),
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+@dataclass
+class _Reference:
+    """BF16 log-probs at the scored positions of every window (for KL and top-1)."""
+
+    logp: list = field(default_factory=list)
+    top1: list = field(default_factory=list)
+
+
+def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
+    need = context * sequences
+    if ids.numel() < need:
+        raise ValueError(
+            f"evaluation text has {ids.numel()} tokens, {need} are needed for {sequences} x {context}; "
+            "use a longer text, a shorter --context or fewer --sequences"
+        )
+    return ids[:need].view(sequences, context)
+
+
+def _model_shape(model):
+    cfg = model.config.get_text_config()
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim
+
+
+def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residual_length: int,
+                nbits: int = 2, q_group_size: int = 64, chunk: int = 128) -> torch.Tensor:
+    """Logits [1, T, V] from transformers' QuantizedCache fed chunk by chunk."""
+    from transformers import QuantizedCache
+
+    axis = {"quanto": 0, "hqq": 1}[backend]
+    try:
+        cache = QuantizedCache(backend=backend, config=model.config, nbits=nbits, axis_key=axis, axis_value=axis,
+                               q_group_size=q_group_size, residual_length=residual_length)
+    except ImportError as e:
+        raise RuntimeError(f"peer {backend!r} needs its package: pip install {'optimum-quanto' if backend == 'quanto' else 'hqq'} ({e})") from None
+    outs = []
+    pos = 0
+    t = ids.shape[1]
+    with torch.no_grad():
+        for end in [score_from, *range(score_from + chunk, t, chunk), t]:
+            if end <= pos:
+                continue
+            out = model(ids[:, pos:end], past_key_values=cache, use_cache=True)
+            outs.append(out.logits)
+            pos = end
+    return torch.cat(outs, dim=1)
+
+
+def _score(logits: torch.Tensor, ids: torch.Tensor, score_from: int):
+    """(log-probs at scored positions [n, V], targets [n])."""
+    lp = torch.log_softmax(logits[0, score_from:-1].float(), dim=-1)
+    return lp, ids[0, score_from + 1 :]
+
+
+def evaluate(
+    model,
+    ids: torch.Tensor,
+    methods: list[KVMethod],
+    rotations: RotationSet | None = None,
+    context: int = 4096,
+    sequences: int = 1,
+    score_from: int = 512,
+    peers: tuple[str, ...] = (),
+    peer_residual: int | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run every method (and peer) on the same windows; returns the JSON-ready result dict."""
+    if not 0 < score_from < context - 1:
+        raise ValueError(f"score_from must be in (0, context - 1), got {score_from} for context {context}")
+    for p in peers:
+        if p not in PEERS:
+            raise ValueError(f"unknown peer {p!r}; choose from {PEERS}")
+    seqs = windows(ids, context, sequences)
+    layers, kv_heads, head_dim = _model_shape(model)
+    names = [m.name for m in methods]
+    if "bf16" not in names:
+        raise ValueError("the method list must include bf16 (the reference for KL and top-1)")
+    order = sorted(methods, key=lambda m: m.name != "bf16")  # reference first
+    jobs = [("ours", m) for m in order] + [("peer", p) for p in peers]
+    ref = _Reference()
+    results = []
+    bar = tqdm(total=len(jobs) * sequences, desc="eval", unit="fwd", disable=not progress)
+    for kind, job in jobs:
+        nll = kl = agree = 0.0
+        count = 0
+        t0 = time.time()
+        for s in range(sequences):
+            x = seqs[s : s + 1]
+            name = job.name if kind == "ours" else job
+            bar.set_postfix_str(f"{name} seq {s + 1}/{sequences}")
+            with torch.no_grad():
+                if kind == "ours":
+                    logits = banded_logits(model, x, job, rotations)
+                else:
+                    logits = peer_logits(model, x, job, score_from, residual_length=peer_residual or 0)
+            lp, tgt = _score(logits, x, score_from)
+            del logits
+            if kind == "ours" and job.name == "bf16":
+                ref.logp.append(lp)
+                ref.top1.append(lp.argmax(-1))
+            r = ref.logp[s]
+            nll += -lp.gather(1, tgt[:, None]).sum().item()
+            kl += (r.exp() * (r - lp)).sum().item()
+            agree += (lp.argmax(-1) == ref.top1[s]).sum().item()
+            count += tgt.numel()
+            bar.update(1)
+        if kind == "ours":
+            bpe = job.bits_per_element(context, head_dim)
+            kvb = job.kv_bytes(context, layers, kv_heads, head_dim)
+            label, note = job.name, ""
+        else:
+            resid = peer_residual or 0
+            # nominal accounting like ours: 2-bit codes + 16-bit scale and zero per group of 64,
+            # plus the full-precision residual (the backends' real CPU storage is larger)
+            qtok = max(0, context - resid)
+            bpe = (qtok * (2 + 32 / 64) + (context - qtok) * 16) / context
+            kvb = int(round(2 * context * layers * kv_heads * head_dim * bpe / 8))
+            label, note = f"hf-{job}-int2", f"transformers QuantizedCache(backend={job}), residual_length={resid}, chunk 128"
+        results.append(MethodResult(label, math.exp(nll / count), kl / count, agree / count, bpe, kvb, time.time() - t0, note))
+    bar.close()
+    return {
+        "context": context,
+        "tokens": int(sequences * (context - 1 - score_from)),
+        "sequences": sequences,
+        "score_from": score_from,
+        "results": [r.row() for r in results],
+    }
