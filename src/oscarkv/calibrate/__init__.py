@@ -3,6 +3,7 @@
 from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
 from .clip import DEFAULT_CLIP_GRID
 from .core import LEVELS, calibrate, make_batches
+from .inspect import inspect_rotations, plot_spectra
 from .lloyd import fit_levels, fit_layer_levels
 
 __all__ = [
@@ -15,5 +16,7 @@ __all__ = [
     "capture_qkv",
     "fit_layer_levels",
     "fit_levels",
+    "inspect_rotations",
+    "plot_spectra",
     "make_batches",
 ]

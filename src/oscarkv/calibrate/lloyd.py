@@ -2,8 +2,9 @@
 
 Departure from the authors (spec section 3.3): they use fixed Gaussian Lloyd-Max boundaries on a
 per-row z-score. We instead fit four reconstruction levels per layer (K and V separately) on the
-data they will be applied to: the rotated, clipped rows, min/max-normalised exactly as ``quantize``
-does it, i.e. positions u = (x - zero) / scale in code units [0, 2**bits - 1]. Each sample is
+data they will be applied to: the rotated rows, min/max-normalised after clipping exactly as
+``quantize`` does it, i.e. positions u = (x - zero) / scale in code units (mostly in [0, 2**bits - 1];
+see ``code_positions`` for why unclipped values are used as targets). Each sample is
 weighted by scale**2 (so the fit minimises the value-domain squared error, not the code-unit one)
 times an optional per-row weight (the score weight wbar for V). Started from the uniform levels,
 Lloyd iterations never increase that weighted error, so the fitted levels beat uniform on the fit data.
@@ -19,7 +20,12 @@ from ..quant.format import _dtype
 
 def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(u, scale) per value, both shaped like ``x``: the same clip, grouping and scale/zero rounding as
-    ``quant.format.quantize`` (kept in step with it by tests/calibrate/test_lloyd.py)."""
+    ``quant.format.quantize`` (kept in step with it by tests/calibrate/test_lloyd.py).
+
+    u is the position of the *unclipped* value (it can leave [0, 2**bits - 1] where clipping acted):
+    the error that matters is against the original value, and clipped values still get the same
+    nearest level (the end one) as their clipped position. Fitting on clipped positions instead
+    pulled the end levels inward and made held-out errors worse than uniform."""
     d = x.shape[-1]
     g = cfg.group(d)
     sdt = _dtype(cfg.scale_dtype)
@@ -28,7 +34,7 @@ def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, tor
     lo, hi = xg.amin(-1), xg.amax(-1)
     scale = ((hi - lo).clamp_min(1e-8) / (cfg.n_levels - 1)).to(sdt).float()[..., None]
     zero = lo.to(sdt).float()[..., None]
-    u = (xg - zero) / scale
+    u = (x.float().reshape(xg.shape) - zero) / scale
     return u.reshape(x.shape), scale.expand_as(xg).reshape(x.shape)
 
 

@@ -1,0 +1,159 @@
+"""Diagnostics of a RotationSet: spectra of Sigma_K / Sigma_V, variance concentration, how the
+rotation spreads variance over quantization groups, fitted clip ratios and levels.
+
+``inspect_rotations(rs) -> dict`` (JSON-serialisable) and ``plot_spectra(info, path)`` (PNG).
+
+Group shares. For a group size G the d rotated coordinates form d/G groups; a group's share is its
+part of tr(R^T Sigma R). Three layouts are reported, all built from the stored eigenvalues:
+    rotated       diag(R^T Sigma R) of the stored R, with Sigma = U diag(lambda) U^T and U recovered
+                  from R and the composition (u: U = R; u_h: U = R H; u_h_pbr: U.H = R P^T).
+                  None where U cannot be recovered (h, h_pbr, identity, imported files).
+                  With the full H of u_h/u_h_pbr this is exactly flat (every entry tr/d).
+    eigenbasis    R = U in eigh order: contiguous groups of ascending eigenvalues (worst case).
+    bit_reversed  R = U.P_br: eigenvalue of rank i at column br(i), i.e. what P_br alone achieves.
+imbalance = n_groups * max share (1.0 = perfectly even, n_groups = all variance in one group).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..rotation import RotationSet, bit_reversal_permutation, bit_reverse_indices, hadamard
+
+TOP = (1, 4, 16)
+GROUP_SIZES = (16, 32, 64)
+
+
+def _eigenbasis(r: torch.Tensor, lam: torch.Tensor, composition: str) -> torch.Tensor | None:
+    d = r.shape[-1]
+    if composition == "u":
+        return r
+    if composition == "u_h":
+        return r @ hadamard(d)
+    if composition == "u_h_pbr":
+        perm = bit_reversal_permutation(lam)  # R = (U H)[:, perm]
+        return r[:, torch.argsort(perm)] @ hadamard(d)
+    return None
+
+
+def _shares(diag: torch.Tensor, g: int) -> list[float]:
+    s = diag.reshape(-1, g).sum(-1)
+    return (s / s.sum().clamp_min(1e-300)).tolist()
+
+
+def _one(r: torch.Tensor, lam: torch.Tensor | None, composition: str, group_sizes) -> dict:
+    if lam is None:
+        return {"eigenvalues": None}
+    lam = lam.double().clamp_min(0)  # tiny negative eigenvalues are round-off
+    desc = lam.sort(descending=True).values
+    total = desc.sum().clamp_min(1e-300)
+    d = lam.numel()
+    layouts = {"eigenbasis": lam}  # eigh order is ascending
+    br = torch.empty(d, dtype=torch.float64)
+    br[bit_reverse_indices(d)] = desc
+    layouts["bit_reversed"] = br
+    u = _eigenbasis(r.double(), lam, composition)
+    if u is not None:
+        sigma = u @ torch.diag(lam) @ u.T
+        layouts["rotated"] = torch.diagonal(r.double().T @ sigma @ r.double())
+    out = {
+        "eigenvalues": desc.tolist(),
+        "top_fraction": {str(n): float(desc[:n].sum() / total) for n in TOP if n <= d},
+        "effective_rank": float(total**2 / (desc**2).sum().clamp_min(1e-300)),  # participation ratio
+        "group_share": {},
+        "imbalance": {},
+    }
+    for g in group_sizes:
+        if g > d or d % g:
+            continue
+        shares = {name: _shares(v, g) for name, v in layouts.items()}
+        shares.setdefault("rotated", None)
+        out["group_share"][str(g)] = shares
+        out["imbalance"][str(g)] = {k: (None if v is None else max(v) * len(v)) for k, v in shares.items()}
+    return out
+
+
+def inspect_rotations(rs: RotationSet, group_sizes=GROUP_SIZES) -> dict:
+    """Per layer and kind ("k", "v"): per rotation (one, or one per KV head) spectra, top-1/4/16
+    variance fractions, effective rank, group shares and imbalance; plus clip ratio and levels."""
+    comp = str(rs.meta.get("composition", "unknown"))
+    layers = []
+    for i in range(rs.num_layers):
+        entry = {"layer": i}
+        for kind in ("k", "v"):
+            rots = rs.rotation(kind, i)
+            eig = getattr(rs, f"{kind}_eigenvalues")
+            entry[kind] = {
+                "clip": rs.clip(kind, i),
+                "levels": rs.levels(kind, i),
+                "rotations": [_one(rots[h], None if eig is None else eig[i, h], comp, group_sizes)
+                              for h in range(rots.shape[0])],
+            }
+        layers.append(entry)
+    keep = ("model_id", "composition", "objective", "calib_tokens", "group_size", "bits", "per_head", "levels", "clip")
+    return {
+        "meta": {k: rs.meta[k] for k in keep if k in rs.meta},
+        "num_layers": rs.num_layers,
+        "head_dim": rs.head_dim,
+        "group_sizes": [g for g in group_sizes if g <= rs.head_dim and rs.head_dim % g == 0],
+        "layers": layers,
+    }
+
+
+def _mean_over_rotations(info: dict, kind: str, fn) -> list[float | None]:
+    out = []
+    for entry in info["layers"]:
+        vals = [fn(r) for r in entry[kind]["rotations"] if r.get("eigenvalues") is not None]
+        out.append(sum(vals) / len(vals) if vals else None)
+    return out
+
+
+def plot_spectra(info: dict, path) -> str:
+    """2x2 PNG: normalised K and V spectra per layer, top-n variance fractions, clip ratios."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = info["num_layers"]
+    cmap = plt.get_cmap("viridis")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    for ax, kind, title in ((axes[0, 0], "k", "Sigma_K (query covariance)"), (axes[0, 1], "v", "Sigma_V (score-weighted)")):
+        drawn = False
+        for entry in info["layers"]:
+            for r in entry[kind]["rotations"]:
+                if r.get("eigenvalues") is None:
+                    continue
+                lam = torch.tensor(r["eigenvalues"])
+                ax.semilogy(range(1, lam.numel() + 1), (lam / lam[0]).clamp_min(1e-8).tolist(),
+                            color=cmap(entry["layer"] / max(n - 1, 1)), lw=0.8, alpha=0.8)
+                drawn = True
+        ax.set(title=f"{title}: eigenvalues / largest", xlabel="rank", ylabel="relative eigenvalue")
+        if not drawn:
+            ax.text(0.5, 0.5, "no eigenvalues stored", ha="center", transform=ax.transAxes)
+        ax.grid(alpha=0.3)
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, max(n - 1, 1)))
+    fig.colorbar(sm, ax=axes[0, :], label="layer", shrink=0.8)
+
+    ax = axes[1, 0]
+    for kind, style in (("k", "-"), ("v", "--")):
+        for top, color in zip(TOP, ("C0", "C1", "C2")):
+            ys = _mean_over_rotations(info, kind, lambda r, t=str(top): r["top_fraction"].get(t, float("nan")))
+            ax.plot(range(n), [float("nan") if y is None else y for y in ys], style, color=color,
+                    label=f"{kind.upper()} top-{top}")
+    ax.set(title="share of variance in the top eigen-directions", xlabel="layer", ylabel="fraction", ylim=(0, 1))
+    ax.legend(ncol=2, fontsize=8)
+    ax.grid(alpha=0.3)
+
+    ax = axes[1, 1]
+    for kind, marker in (("k", "o"), ("v", "s")):
+        ys = [e[kind]["clip"] for e in info["layers"]]
+        ax.plot(range(n), [1.0 if y is None else y for y in ys], marker=marker, ms=3, label=f"{kind.upper()} clip ratio")
+    ax.set(title="fitted clip ratio rho (1.0 = no clipping)", xlabel="layer", ylabel="rho", ylim=(0.75, 1.02))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    meta = info.get("meta", {})
+    fig.suptitle(f"{meta.get('model_id', '?')} - {meta.get('composition', '?')}, {meta.get('calib_tokens', '?')} calibration tokens")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
