@@ -74,3 +74,10 @@ def test_clear_errors(tiny, ids):
         calibrate(tiny(), ids, composition="nope", progress=False)
     with pytest.raises(ValueError, match="group_size"):
         calibrate(tiny(), ids, group_size=24, progress=False)
+
+
+def test_calibrate_refuses_model_with_invisible_attention(tiny, ids):
+    m = tiny()
+    m.model.layers[1].self_attn.forward = lambda hidden_states, **kw: (torch.zeros_like(hidden_states), None)
+    with pytest.raises(ValueError, match=r"layers \[1\] never reached"):
+        calibrate(m, ids, seq_len=64, progress=False)

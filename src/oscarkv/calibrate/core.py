@@ -114,9 +114,10 @@ def calibrate(
             seen.add(layer)
 
         with capture_attention(model, pass1):
-            for b in tqdm(batches, desc="calibrate 1/2 (C_Q)", disable=not progress):
+            for i, b in enumerate(tqdm(batches, desc="calibrate 1/2 (C_Q)", disable=not progress)):
                 run_forward(model, b)
-        check_all_layers(seen, dims, model)
+                if i == 0:  # fail fast on a model whose attention we cannot see
+                    check_all_layers(seen, dims, model)
         cq = [c.per_head() for c in qcov]
         k_rot, k_eig = _rotations(cq, composition, per_head)
         k_rot32 = k_rot.float()
