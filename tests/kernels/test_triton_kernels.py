@@ -3,6 +3,7 @@
 Tolerances: with fp32 queries every MMA operand is exact (codes 0..3, fp32 under the interpreter), so the
 kernel must match the float64 reference to 1e-5. With bf16 queries the output is rounded to bf16
 (the interpreter truncates instead of rounding, ~2^-8 relative), so the bound is 6e-3 in relative norm.
+On the GPU an fp32 q goes through tf32 MMAs and p * scale through fp16, so the fp32 bound there is 5e-3.
 """
 
 import math
@@ -82,7 +83,7 @@ def test_decode_matches_reference(d, G, lens, group, tuning, device):
     ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
     out32 = decode_attention(q, pool, meta, backend="triton", **tuning)
     assert out32.dtype == torch.float32 and not out32.isnan().any()
-    assert rel_err(out32, ref) < (1e-5 if device.type == "cpu" else 2e-3)  # GPU: fp16 p*s operand
+    assert rel_err(out32, ref) < (1e-5 if device.type == "cpu" else 5e-3)  # GPU: tf32 q, fp16 p*s
     out16 = decode_attention(q.bfloat16(), pool, meta, backend="triton", **tuning)
     ref16 = decode_attention_torch(q.bfloat16(), pool, meta, compute_dtype=torch.float64)
     assert out16.dtype == torch.bfloat16 and rel_err(out16, ref16) < 6e-3
@@ -115,7 +116,7 @@ def test_rotations_inside_and_folded_into_o_proj(per_head, device):
         k = torch.einsum("nhd,hed->nhe", k, rk) if per_head else k @ rk.T
         v = torch.einsum("nhd,hed->nhe", v, rv) if per_head else v @ rv.T
         ref = attend(q[b : b + 1].double(), k, v, 1 / math.sqrt(d))[0]
-        assert rel_err(out[b], ref) < (1e-5 if device.type == "cpu" else 3e-3)
+        assert rel_err(out[b], ref) < (1e-5 if device.type == "cpu" else 5e-3)
     w_o = torch.randn(48, hkv * G * d, generator=g).to(device)
     o_rot = decode_attention(q, pool, meta, k_rotation=r_k.to(device), backend="triton")
     y_folded = o_rot.flatten(1) @ fold_v_rotation_into_o_proj(w_o, r_v.to(device), hkv * G).T
@@ -139,4 +140,4 @@ def test_bf16_only_path_is_a_paged_bf16_decode(device):
     out = decode_attention(q, pool, meta, backend="triton", block_n_hp=16)
     ref = torch.stack([attend(q[i : i + 1].double(), kk.double(), vv.double(), d**-0.5)[0]
                        for i, (kk, vv) in enumerate([(k[:150], v[:150]), (k[150:], v[150:])])])
-    assert rel_err(out, ref) < (1e-5 if device.type == "cpu" else 2e-3)
+    assert rel_err(out, ref) < (1e-5 if device.type == "cpu" else 5e-3)
