@@ -81,35 +81,71 @@ def _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, BT, s_bt, LENS, O, LSE, s
 
 
 @triton.jit
+def _codes(x, P: tl.constexpr, DT: tl.constexpr, ASM: tl.constexpr):
+    """Bit plane P of packed uint8 codes as DT values 0..3.
+
+    ASM (GPU only, DT = fp16): 4 codes per ~5 instructions (shift, and, two byte-permutes that place each
+    code under the fp16 exponent of 1024, one f16x2 subtract of 1024), instead of shift/and/two converts
+    per code. At 2 bits a code, unpacking, not HBM, is what bounds this loop on an H200.
+    """
+    if ASM:
+        if P == 0:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b32 t, k, h; and.b32 t, $2, 0x03030303; mov.b32 k, 0x64646464; mov.b32 h, 0x64006400;"
+                " prmt.b32 $0, t, k, 0x4140; prmt.b32 $1, t, k, 0x4342; sub.f16x2 $0, $0, h; sub.f16x2 $1, $1, h; }",
+                "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+        elif P == 1:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b32 t, k, h; shr.b32 t, $2, 2; and.b32 t, t, 0x03030303; mov.b32 k, 0x64646464; mov.b32 h, 0x64006400;"
+                " prmt.b32 $0, t, k, 0x4140; prmt.b32 $1, t, k, 0x4342; sub.f16x2 $0, $0, h; sub.f16x2 $1, $1, h; }",
+                "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+        elif P == 2:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b32 t, k, h; shr.b32 t, $2, 4; and.b32 t, t, 0x03030303; mov.b32 k, 0x64646464; mov.b32 h, 0x64006400;"
+                " prmt.b32 $0, t, k, 0x4140; prmt.b32 $1, t, k, 0x4342; sub.f16x2 $0, $0, h; sub.f16x2 $1, $1, h; }",
+                "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+        else:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b32 t, k, h; shr.b32 t, $2, 6; and.b32 t, t, 0x03030303; mov.b32 k, 0x64646464; mov.b32 h, 0x64006400;"
+                " prmt.b32 $0, t, k, 0x4140; prmt.b32 $1, t, k, 0x4342; sub.f16x2 $0, $0, h; sub.f16x2 $1, $1, h; }",
+                "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+    else:
+        return ((x >> (2 * P)) & 3).to(tl.float32).to(DT)
+
+
+@triton.jit
 def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
                 BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
                 b, kvh, sp, osp, nsplit, scale_log2,
                 G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
-                BN: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr):
+                BN: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr, ASM: tl.constexpr):
+    # Tiles are token-major ("transposed" w.r.t. the hp path): codes are the MMA's A operand with
+    # M = BLOCK_N tokens (K side) or M = d/4 dims (V side), and the G query heads sit in N (padded to 16),
+    # so no MMA rows are wasted on padding heads and the unpacked codes feed the MMA directly.
     D4: tl.constexpr = D // 4
     PPG: tl.constexpr = 4 // NG  # planes per group; plane p uses group p // PPG
-    hr = tl.arange(0, BH)
-    heads = kvh * G + hr
-    hmask = hr < G
+    hc = tl.arange(0, BH)
+    heads = kvh * G + hc
+    hmask = hc < G
     j = tl.arange(0, D4)
-    qrow = Q + b * s_qb + heads[:, None] * s_qh + j[None, :]
-    q0 = tl.load(qrow + 0 * D4, mask=hmask[:, None], other=0.0)
-    q1 = tl.load(qrow + 1 * D4, mask=hmask[:, None], other=0.0)
-    q2 = tl.load(qrow + 2 * D4, mask=hmask[:, None], other=0.0)
-    q3 = tl.load(qrow + 3 * D4, mask=hmask[:, None], other=0.0)
-    qs0 = tl.sum(q0.to(tl.float32), axis=1)
-    qs1 = tl.sum(q1.to(tl.float32), axis=1)
-    qs2 = tl.sum(q2.to(tl.float32), axis=1)
-    qs3 = tl.sum(q3.to(tl.float32), axis=1)
+    qcol = Q + b * s_qb + heads[None, :] * s_qh + j[:, None]  # [D4, BH]: q_p transposed
+    q0 = tl.load(qcol + 0 * D4, mask=hmask[None, :], other=0.0)
+    q1 = tl.load(qcol + 1 * D4, mask=hmask[None, :], other=0.0)
+    q2 = tl.load(qcol + 2 * D4, mask=hmask[None, :], other=0.0)
+    q3 = tl.load(qcol + 3 * D4, mask=hmask[None, :], other=0.0)
+    qs0 = tl.sum(q0.to(tl.float32), axis=0)
+    qs1 = tl.sum(q1.to(tl.float32), axis=0)
+    qs2 = tl.sum(q2.to(tl.float32), axis=0)
+    qs3 = tl.sum(q3.to(tl.float32), axis=0)
     q0, q1, q2, q3 = q0.to(QK_DT), q1.to(QK_DT), q2.to(QK_DT), q3.to(QK_DT)
     L = tl.load(LENS + b)
     start, end = _split_range(L, sp, nsplit, BN)
     m = tl.full((BH,), float("-inf"), tl.float32)
     l = tl.zeros((BH,), tl.float32)
-    a0 = tl.zeros((BH, D4), tl.float32)
-    a1 = tl.zeros((BH, D4), tl.float32)
-    a2 = tl.zeros((BH, D4), tl.float32)
-    a3 = tl.zeros((BH, D4), tl.float32)
+    a0 = tl.zeros((D4, BH), tl.float32)  # o^T per plane
+    a1 = tl.zeros((D4, BH), tl.float32)
+    a2 = tl.zeros((D4, BH), tl.float32)
+    a3 = tl.zeros((D4, BH), tl.float32)
     z0 = tl.zeros((BH,), tl.float32)  # sum_n p_n * zero_n per plane (all planes equal when NG == 1)
     z1 = tl.zeros((BH,), tl.float32)
     z2 = tl.zeros((BH,), tl.float32)
@@ -121,17 +157,17 @@ def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s
         off = n % BS
         crow = blk * s_cn + kvh * s_ch + off * s_cb
         srow = blk * s_sn + kvh * s_sh + off * s_sb
-        kc = tl.load(KC + crow[:, None] + j[None, :], mask=nm[:, None], other=0).to(tl.int32)
-        vc = tl.load(VC + crow[:, None] + j[None, :], mask=nm[:, None], other=0).to(tl.int32)
-        # ---- logits: s_p (q_p . c_p) + z_p sum(q_p)
+        kc = tl.load(KC + crow[:, None] + j[None, :], mask=nm[:, None], other=0)  # [BN, D4] uint8
+        vc = tl.load(VC + crow[None, :] + j[:, None], mask=nm[None, :], other=0)  # [D4, BN] uint8
+        # ---- logits^T [BN, BH]: s_p (C_p q_p) + z_p sum(q_p)
         if NG == 1:
             ks = tl.load(KS + srow, mask=nm, other=0.0).to(tl.float32)
             kz = tl.load(KZ + srow, mask=nm, other=0.0).to(tl.float32)
-            qc = tl.dot(q0, tl.trans(_plane(kc, 0, QK_DT)))
-            qc = tl.dot(q1, tl.trans(_plane(kc, 1, QK_DT)), qc)
-            qc = tl.dot(q2, tl.trans(_plane(kc, 2, QK_DT)), qc)
-            qc = tl.dot(q3, tl.trans(_plane(kc, 3, QK_DT)), qc)
-            qk = qc * ks[None, :] + (qs0 + qs1 + qs2 + qs3)[:, None] * kz[None, :]
+            qc = tl.dot(_codes(kc, 0, QK_DT, ASM), q0)
+            qc = tl.dot(_codes(kc, 1, QK_DT, ASM), q1, qc)
+            qc = tl.dot(_codes(kc, 2, QK_DT, ASM), q2, qc)
+            qc = tl.dot(_codes(kc, 3, QK_DT, ASM), q3, qc)
+            qk = qc * ks[:, None] + kz[:, None] * (qs0 + qs1 + qs2 + qs3)[None, :]
         else:
             ks0 = tl.load(KS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
             ks1 = tl.load(KS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
@@ -141,26 +177,26 @@ def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s
             kz1 = tl.load(KZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
             kz2 = tl.load(KZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
             kz3 = tl.load(KZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
-            qk = tl.dot(q0, tl.trans(_plane(kc, 0, QK_DT))) * ks0[None, :] + qs0[:, None] * kz0[None, :]
-            qk += tl.dot(q1, tl.trans(_plane(kc, 1, QK_DT))) * ks1[None, :] + qs1[:, None] * kz1[None, :]
-            qk += tl.dot(q2, tl.trans(_plane(kc, 2, QK_DT))) * ks2[None, :] + qs2[:, None] * kz2[None, :]
-            qk += tl.dot(q3, tl.trans(_plane(kc, 3, QK_DT))) * ks3[None, :] + qs3[:, None] * kz3[None, :]
-        qk = tl.where(nm[None, :], qk * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.max(qk, axis=1))
+            qk = tl.dot(_codes(kc, 0, QK_DT, ASM), q0) * ks0[:, None] + kz0[:, None] * qs0[None, :]
+            qk += tl.dot(_codes(kc, 1, QK_DT, ASM), q1) * ks1[:, None] + kz1[:, None] * qs1[None, :]
+            qk += tl.dot(_codes(kc, 2, QK_DT, ASM), q2) * ks2[:, None] + kz2[:, None] * qs2[None, :]
+            qk += tl.dot(_codes(kc, 3, QK_DT, ASM), q3) * ks3[:, None] + kz3[:, None] * qs3[None, :]
+        qk = tl.where(nm[:, None], qk * scale_log2, float("-inf"))
+        m_new = tl.maximum(m, tl.max(qk, axis=0))
         alpha = tl.exp2(m - m_new)
-        p = tl.exp2(qk - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        p = tl.exp2(qk - m_new[None, :])  # [BN, BH]
+        l = l * alpha + tl.sum(p, axis=0)
         m = m_new
-        # ---- values: (p * s_p) @ C_p  +  sum_n p_n z_p,n
+        # ---- o^T [D4, BH] per plane: C_p^T (p * s_p)  +  sum_n p_n z_p,n
         if NG == 1:
             vs = tl.load(VS + srow, mask=nm, other=0.0).to(tl.float32)
             vz = tl.load(VZ + srow, mask=nm, other=0.0).to(tl.float32)
-            ps = (p * vs[None, :]).to(PV_DT)
-            a0 = tl.dot(ps, _plane(vc, 0, PV_DT), a0 * alpha[:, None])
-            a1 = tl.dot(ps, _plane(vc, 1, PV_DT), a1 * alpha[:, None])
-            a2 = tl.dot(ps, _plane(vc, 2, PV_DT), a2 * alpha[:, None])
-            a3 = tl.dot(ps, _plane(vc, 3, PV_DT), a3 * alpha[:, None])
-            z0 = z0 * alpha + tl.sum(p * vz[None, :], axis=1)
+            ps = (p * vs[:, None]).to(PV_DT)
+            a0 = tl.dot(_codes(vc, 0, PV_DT, ASM), ps, a0 * alpha[None, :])
+            a1 = tl.dot(_codes(vc, 1, PV_DT, ASM), ps, a1 * alpha[None, :])
+            a2 = tl.dot(_codes(vc, 2, PV_DT, ASM), ps, a2 * alpha[None, :])
+            a3 = tl.dot(_codes(vc, 3, PV_DT, ASM), ps, a3 * alpha[None, :])
+            z0 = z0 * alpha + tl.sum(p * vz[:, None], axis=0)
         else:
             vs0 = tl.load(VS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
             vs1 = tl.load(VS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
@@ -170,26 +206,26 @@ def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s
             vz1 = tl.load(VZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
             vz2 = tl.load(VZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
             vz3 = tl.load(VZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
-            a0 = tl.dot((p * vs0[None, :]).to(PV_DT), _plane(vc, 0, PV_DT), a0 * alpha[:, None])
-            a1 = tl.dot((p * vs1[None, :]).to(PV_DT), _plane(vc, 1, PV_DT), a1 * alpha[:, None])
-            a2 = tl.dot((p * vs2[None, :]).to(PV_DT), _plane(vc, 2, PV_DT), a2 * alpha[:, None])
-            a3 = tl.dot((p * vs3[None, :]).to(PV_DT), _plane(vc, 3, PV_DT), a3 * alpha[:, None])
-            z0 = z0 * alpha + tl.sum(p * vz0[None, :], axis=1)
-            z1 = z1 * alpha + tl.sum(p * vz1[None, :], axis=1)
-            z2 = z2 * alpha + tl.sum(p * vz2[None, :], axis=1)
-            z3 = z3 * alpha + tl.sum(p * vz3[None, :], axis=1)
+            a0 = tl.dot(_codes(vc, 0, PV_DT, ASM), (p * vs0[:, None]).to(PV_DT), a0 * alpha[None, :])
+            a1 = tl.dot(_codes(vc, 1, PV_DT, ASM), (p * vs1[:, None]).to(PV_DT), a1 * alpha[None, :])
+            a2 = tl.dot(_codes(vc, 2, PV_DT, ASM), (p * vs2[:, None]).to(PV_DT), a2 * alpha[None, :])
+            a3 = tl.dot(_codes(vc, 3, PV_DT, ASM), (p * vs3[:, None]).to(PV_DT), a3 * alpha[None, :])
+            z0 = z0 * alpha + tl.sum(p * vz0[:, None], axis=0)
+            z1 = z1 * alpha + tl.sum(p * vz1[:, None], axis=0)
+            z2 = z2 * alpha + tl.sum(p * vz2[:, None], axis=0)
+            z3 = z3 * alpha + tl.sum(p * vz3[:, None], axis=0)
     if NG == 1:
         z1, z2, z3 = z0, z0, z0
     ok = l > 0
     inv = 1.0 / tl.where(ok, l, 1.0)
     lse = tl.where(ok, m + tl.log2(tl.where(ok, l, 1.0)), float("-inf"))
     base = b * s_ob + heads * s_oh + osp * s_os
-    optr = O + base[:, None] + j[None, :]
-    om = hmask[:, None]
-    tl.store(optr + 0 * D4, (a0 + z0[:, None]) * inv[:, None], mask=om)
-    tl.store(optr + 1 * D4, (a1 + z1[:, None]) * inv[:, None], mask=om)
-    tl.store(optr + 2 * D4, (a2 + z2[:, None]) * inv[:, None], mask=om)
-    tl.store(optr + 3 * D4, (a3 + z3[:, None]) * inv[:, None], mask=om)
+    optr = O + base[None, :] + j[:, None]
+    om = hmask[None, :]
+    tl.store(optr + 0 * D4, (a0 + z0[None, :]) * inv[None, :], mask=om)
+    tl.store(optr + 1 * D4, (a1 + z1[None, :]) * inv[None, :], mask=om)
+    tl.store(optr + 2 * D4, (a2 + z2[None, :]) * inv[None, :], mask=om)
+    tl.store(optr + 3 * D4, (a3 + z3[None, :]) * inv[None, :], mask=om)
     tl.store(LSE + (b * s_ob + heads * s_oh) // s_os + osp, lse, mask=hmask)
 
 
@@ -203,6 +239,7 @@ def decode_stage1_kernel(
     n_hp_splits, n_q_splits, scale_log2,
     HKV: tl.constexpr, G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
     BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr,
+    ASM: tl.constexpr, HP_DT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = pid // HKV
@@ -210,11 +247,11 @@ def decode_stage1_kernel(
     sp = tl.program_id(1)
     if sp < n_hp_splits:
         _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, HP_BT, s_hbt, HP_LEN, O, LSE, s_ob, s_oh, s_os,
-                  b, kvh, sp, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, QK_DT, PV_DT)
+                  b, kvh, sp, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, HP_DT, HP_DT)
     else:
         _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
                     Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
-                    b, kvh, sp - n_hp_splits, sp, n_q_splits, scale_log2, G, BH, D, NG, BS, BN_Q, QK_DT, PV_DT)
+                    b, kvh, sp - n_hp_splits, sp, n_q_splits, scale_log2, G, BH, D, NG, BS, BN_Q, QK_DT, PV_DT, ASM)
 
 
 @triton.jit
@@ -269,7 +306,8 @@ def choose_splits(max_len: int, batch_heads: int, block_n: int, sms: int, min_to
 
 def decode_attention_triton(
     q, pool, meta, sm_scale: float, *, out=None, block_n: int = 64, block_n_hp: int = 32,
-    num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 2,
+    num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 4,
+    asm_unpack: bool = True,
     n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None,
 ):
     """q ``[batch, num_q_heads, head_dim]`` (rotated) -> ``[batch, num_q_heads, head_dim]`` in q's dtype.
@@ -302,8 +340,12 @@ def decode_attention_triton(
     if out is None:
         out = torch.empty_like(q)
     interp = _interpreting()
-    qk_dt = tl.float32 if interp else _TORCH2TL[q.dtype]  # interpreter: bf16 tl.dot is wrong (triton 3.9)
+    asm = asm_unpack and not interp
+    # interpreter: bf16 tl.dot is wrong (triton 3.9), so everything is fp32 there. With the asm unpack the
+    # codes come out as fp16, so q meets them as fp16 (exact for |q| in [6e-5, 65504], i.e. real queries).
+    qk_dt = tl.float32 if interp else (tl.float16 if asm else _TORCH2TL[q.dtype])
     pv_dt = tl.float32 if interp else tl.float16  # p * s in [0, |s|]: fp16 keeps 3 more mantissa bits than bf16
+    hp_dt = tl.float32 if interp else _TORCH2TL[q.dtype]  # hp tier: q, K, V and p all in the model dtype
     if n_hp_splits + n_q_splits > 0:
         decode_stage1_kernel[(B * HKV, n_hp_splits + n_q_splits)](
             q, q.stride(0), q.stride(1),
@@ -315,7 +357,7 @@ def decode_attention_triton(
             o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
             n_hp_splits, n_q_splits, sm_scale * 1.4426950408889634,
             HKV=HKV, G=G, BH=max(16, triton.next_power_of_2(G)), D=D, NG=pool.num_groups, BS=pool.block_size,
-            BN_HP=block_n_hp, BN_Q=block_n, QK_DT=qk_dt, PV_DT=pv_dt, num_warps=num_warps, num_stages=num_stages,
+            BN_HP=block_n_hp, BN_Q=block_n, QK_DT=qk_dt, PV_DT=pv_dt, ASM=asm, HP_DT=hp_dt, num_warps=num_warps, num_stages=num_stages,
         )
     else:  # nothing cached anywhere: the merge then writes zeros
         lse_part.fill_(float("-inf"))
