@@ -80,3 +80,14 @@ def test_calibrate_lloyd_max_end_to_end(tiny, ids, tmp_path):
     assert plan.k_cfg.levels == back.levels("k", 1) and plan.v_cfg.clip_ratio == back.clip("v", 1)
     with pytest.raises(ValueError, match="levels"):
         calibrate(m, ids, levels="nope", progress=False)
+
+
+def test_fit_levels_equals_plain_lloyd():
+    g = torch.Generator().manual_seed(3)
+    u = (torch.randn(3000, generator=g, dtype=torch.float64) * 0.8 + 1.5).clamp(-0.2, 3.2)
+    w = torch.rand(3000, generator=g, dtype=torch.float64)
+    lv = torch.arange(4, dtype=torch.float64)
+    for _ in range(30):  # textbook Lloyd: nearest level (quantize's tie rule), weighted centroids
+        idx = torch.bucketize(u, (lv[1:] + lv[:-1]) / 2, right=True)
+        lv = torch.stack([(w[idx == j] * u[idx == j]).sum() / w[idx == j].sum() for j in range(4)]).clamp(0, 3)
+    torch.testing.assert_close(fit_levels(u, w, iters=30, tol=0), lv)

@@ -45,26 +45,34 @@ def weighted_mse(u: torch.Tensor, weight: torch.Tensor, levels: torch.Tensor) ->
     return float((weight.double() * (u.double() - lv[idx]) ** 2).sum() / weight.double().sum().clamp_min(1e-300))
 
 
-def fit_levels(u: torch.Tensor, weight: torch.Tensor | None = None, n_levels: int = 4, iters: int = 100,
+def fit_levels(u: torch.Tensor, weight: torch.Tensor | None = None, n_levels: int = 4, iters: int = 200,
                tol: float = 1e-7) -> torch.Tensor:
     """Weighted 1-D Lloyd-Max on code positions u (flattened), from uniform levels 0..n-1.
 
     Returns float64 ``[n_levels]`` levels, sorted, within [0, n_levels - 1]. An empty cell keeps its level.
+    u is sorted once; each iteration then only needs a search for the n - 1 cell boundaries and prefix
+    sums, so iterations are O(n_levels log N) instead of O(N).
     """
     u = u.reshape(-1).double()
     w = torch.ones_like(u) if weight is None else weight.reshape(-1).double()
+    order = torch.argsort(u)
+    us, ws = u[order], w[order]
+    zero = torch.zeros(1, dtype=torch.float64)
+    cw = torch.cat([zero, ws.cumsum(0)])
+    cwu = torch.cat([zero, (ws * us).cumsum(0)])
     top = n_levels - 1
     lv = torch.arange(n_levels, dtype=torch.float64)
     for _ in range(iters):
-        idx = torch.bucketize(u, (lv[1:] + lv[:-1]) / 2, right=True)
-        wsum = torch.zeros(n_levels, dtype=torch.float64).index_add_(0, idx, w)
-        usum = torch.zeros(n_levels, dtype=torch.float64).index_add_(0, idx, w * u)
-        new = torch.where(wsum > 0, usum / wsum.clamp_min(1e-300), lv)
-        new = new.clamp(0, top).sort().values
-        if (new - lv).abs().max() < tol:
-            lv = new
-            break
+        # cell j = {bounds[j-1] <= u < bounds[j]}: the same tie rule as bucketize(..., right=True) in quantize
+        cuts = torch.searchsorted(us, (lv[1:] + lv[:-1]) / 2, right=False)
+        edges = torch.cat([torch.zeros(1, dtype=torch.long), cuts, torch.tensor([us.numel()])])
+        wsum = cw[edges[1:]] - cw[edges[:-1]]
+        usum = cwu[edges[1:]] - cwu[edges[:-1]]
+        new = torch.where(wsum > 0, usum / wsum.clamp_min(1e-300), lv).clamp(0, top).sort().values
+        done = (new - lv).abs().max() < tol
         lv = new
+        if done:
+            break
     return lv
 
 
