@@ -270,13 +270,15 @@ def main():
     res["accuracy"] = check_accuracy(dev)
     dump()
 
-    default = dict(block_n=64, num_warps=4, num_stages=3, ctas_per_sm=4, asm_unpack=True)
+    default = dict(block_n=128, num_warps=4, num_stages=3, ctas_per_sm=4, asm_unpack=True, prefetch=True)
     configs = [default]
     if a.sweep:
         sweep = []
-        grid = [dict(block_n=bn, num_warps=w, num_stages=s, ctas_per_sm=c, asm_unpack=a)
-                for a in (True, False) for bn in (32, 64, 128) for w in (4, 8) for s in (3,) for c in (2, 4, 8)
-                if not (bn == 32 and w == 8)]
+        grid = [dict(block_n=bn, num_warps=w, num_stages=s, ctas_per_sm=c, asm_unpack=True, prefetch=True)
+                for bn in (64, 128, 256) for w in (4, 8) for s in (1, 3) for c in (2, 4, 8)]
+        grid += [dict(block_n=128, num_warps=4, num_stages=s, ctas_per_sm=c, asm_unpack=False, prefetch=True)
+                 for s in (1, 3) for c in (2, 4)]
+        grid += [dict(block_n=128, num_warps=4, num_stages=3, ctas_per_sm=2, asm_unpack=True, prefetch=False)]
         if SMOKE:
             grid = grid[:2]
         for L, B in ([(700, 1)] if SMOKE else [(32768, 1), (131072, 1), (32768, 32)]):
