@@ -55,7 +55,7 @@ class KVMethod:
         return torch.finfo(getattr(torch, self.scale_dtype)).bits
 
     def quantized_tokens(self, context: int) -> int:
-        """Tokens held quantized when the cache holds ``context`` tokens."""
+        """Tokens held quantized when the cache holds exactly ``context`` tokens."""
         if not self.quantized:
             return 0
         n = max(0, context - self.sink - self.recent)
@@ -63,10 +63,18 @@ class KVMethod:
             n -= n % self.group_size  # KIVI quantizes whole blocks only
         return n
 
+    def mean_quantized_tokens(self, context: int) -> float:
+        """Like ``quantized_tokens`` but, for KIVI, averaged over decode steps: its incomplete key block
+        (0 .. G-1 tokens) stays in full precision, (G - 1) / 2 on average. At a multiple of G the exact
+        count would show no residual at all, which flatters KIVI's bits."""
+        if self.key_axis == "channel" and self.quantized:
+            return max(0.0, context - self.sink - self.recent - (self.group_size - 1) / 2)
+        return float(self.quantized_tokens(context))
+
     def bits_per_element(self, context: int, head_dim: int) -> float:
         if not self.quantized:
             return 16.0
-        q = self.quantized_tokens(context)
+        q = self.mean_quantized_tokens(context)
         g = min(self.group_size, head_dim)
         int_bits = self.bits + 2.0 * self.scale_bits() / g
         return (q * int_bits + (context - q) * 16.0) / context

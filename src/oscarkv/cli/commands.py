@@ -63,11 +63,11 @@ def cmd_calibrate(a) -> int:
 
 
 # --------------------------------------------------------------------------- eval
-def _eval_table(lm, ids, methods, rotations, context, sequences, score_from, peers, peer_residual):
+def _eval_table(lm, ids, methods, rotations, context, sequences, score_from, peers, peer_residual, reference=None):
     from ..eval.harness import evaluate
 
     res = evaluate(lm.model, ids, methods, rotations, context=context, sequences=sequences,
-                   score_from=score_from, peers=peers, peer_residual=peer_residual)
+                   score_from=score_from, peers=peers, peer_residual=peer_residual, reference=reference)
     res = {"model": lm.model_id, **res}
     return res
 
@@ -125,12 +125,12 @@ def cmd_run(a) -> int:
     peers = () if a.no_peers else ("quanto", "hqq")
     names = "bf16,naive,hadamard,kivi,int4,oscar"
     configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
-    tables, series = [], []
+    tables, series, reference = [], [], {}
     commit = _git_commit()
     for label, sink, recent in configs:
         _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
         methods = parse_methods(names, sink=sink, recent=recent)
-        res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, peers, recent)
+        res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
                    calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit)
         slug = "results" if sink or recent else "results_pure_int2"

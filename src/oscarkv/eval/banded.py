@@ -67,7 +67,7 @@ def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
 class BandedAttention:
     """A transformers attention function (registered under ``ATTN_NAME``) for one method."""
 
-    def __init__(self, method: KVMethod, rotations: RotationSet | None, head_dim: int, num_layers: int, q_chunk: int = 1024):
+    def __init__(self, method: KVMethod, rotations: RotationSet | None, head_dim: int, num_layers: int, q_chunk: int = 512):
         self.method = method
         self.plans = [method.layer_plan(i, head_dim, rotations) for i in range(num_layers)]
         self.q_chunk = q_chunk
@@ -84,25 +84,30 @@ class BandedAttention:
             out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=g > 1)
             return out.transpose(1, 2).contiguous(), None
         kq, vq = fake_quant_kv(plan, key, value, self.method.sink)
-        rep = lambda x: x.repeat_interleave(g, dim=1) if g > 1 else x  # noqa: E731
-        k_fp, v_fp, k_q, v_q = rep(key), rep(value), rep(kq), rep(vq)
+        # One fused SDPA call per query chunk over [full-precision keys | quantized keys]: a boolean
+        # mask lets query i see exactly one copy of each key j (the quantized copy iff the rule says
+        # so), which is the mixed attention without materializing scores. The quantized copy starts
+        # at ``sink`` because earlier keys are never quantized.
+        s0 = min(self.method.sink, t)
         pos = torch.arange(t, device=query.device)
         outs = []
         for a in range(0, t, self.q_chunk):
-            qs = query[:, :, a : a + self.q_chunk]
-            qp = pos[a : a + self.q_chunk]
-            qm = quantized_mask(self.method, qp, pos).to(query.device)  # [tq, t]
-            causal = pos[None, :] <= qp[:, None]
-            s = torch.where(qm, qs @ k_q.transpose(-1, -2), qs @ k_fp.transpose(-1, -2)) * scaling
-            s = s.masked_fill(~causal, float("-inf"))
-            p = torch.softmax(s.float(), dim=-1).to(query.dtype)
-            outs.append(p.masked_fill(qm, 0) @ v_fp + p.masked_fill(~qm, 0) @ v_q)
+            b_ = min(a + self.q_chunk, t)
+            qp = pos[a:b_]
+            kp = pos[:b_]
+            qm = quantized_mask(self.method, qp, kp).to(query.device)  # [tq, b_]
+            causal = kp[None, :] <= qp[:, None]
+            mask = torch.cat([causal & ~qm, (causal & qm)[:, s0:]], dim=1)
+            kk = torch.cat([key[:, :, :b_], kq[:, :, s0:b_]], dim=2)
+            vv = torch.cat([value[:, :, :b_], vq[:, :, s0:b_]], dim=2)
+            outs.append(F.scaled_dot_product_attention(query[:, :, a:b_], kk, vv, attn_mask=mask,
+                                                       scale=scaling, enable_gqa=g > 1))
         out = torch.cat(outs, dim=2)
         return out.transpose(1, 2).contiguous(), None
 
 
 @torch.no_grad()
-def banded_logits(model, input_ids: torch.Tensor, method: KVMethod, rotations: RotationSet | None = None, q_chunk: int = 1024) -> torch.Tensor:
+def banded_logits(model, input_ids: torch.Tensor, method: KVMethod, rotations: RotationSet | None = None, q_chunk: int = 512) -> torch.Tensor:
     """Logits [B, T, V] of one forward that attends like decoding through ``method``'s cache."""
     from transformers import AttentionInterface
 
