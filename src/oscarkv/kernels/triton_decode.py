@@ -1,8 +1,9 @@
 """Triton split-K decode attention over the paged mixed cache (BF16 sink/recent + INT2 history).
 
 Stage 1 (one launch): grid (batch * num_kv_heads, n_hp_splits + n_int2_splits). A program takes one KV
-head, all g query heads that share it (GQA: padded to BLOCK_H >= 16 rows for tl.dot), and one contiguous
-token range of one tier. It writes an unnormalised-free partial result o_s = sum p v / sum p and its
+head, all g query heads that share it (GQA: padded to BLOCK_H >= 16 for tl.dot; rows of the MMA in the
+BF16 tier, columns in the INT2 tier, whose tiles are token-major), and one contiguous token range of one
+tier. It writes an unnormalised-free partial result o_s = sum p v / sum p and its
 log2-sum-exp to scratch. Stage 2 (one launch) merges the splits per (batch, query head):
     o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
 which equals softmax attention over the union of all tokens, i.e. over the dequantized cache.
@@ -13,6 +14,9 @@ bit plane p (dims p*d/4 ... (p+1)*d/4 - 1) inside one group:
     sum_n p_n x_n = sum_p [ (p * s_p) @ C_p  +  sum_n p_n z_n,p ]
 so the MMAs run on raw codes (0..3, exact in bf16/fp16) and the affine part is a per-token scale of the
 logits and a per-query scalar for V. This keeps the inner loop at unpack + convert + MMA.
+
+Performance (BENCHMARKS.md): on an H200 this loop is bound by unpack + layout-conversion work and
+latency, not HBM bytes (about 14% of copy bandwidth at 128K, batch 1); BENCHMARKS.md lists the fixes.
 
 Departures from the spec's kernel (section 5.2): one stage-1 launch handles both tiers (spec: two), the
 hp tier is split as well (its 320 tokens are 160 KB per head, too much for one program at batch 1),
@@ -331,8 +335,8 @@ def choose_splits(max_len: int, batch_heads: int, block_n: int, sms: int, min_to
 
 
 def decode_attention_triton(
-    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 64, block_n_hp: int = 32,
-    num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 4,
+    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 128, block_n_hp: int = 64,
+    num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 2,
     asm_unpack: bool = True, prefetch: bool = True,
     n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None,
 ):
