@@ -1,0 +1,350 @@
+"""Ablations: which part of OSCAR buys how much accuracy (``oscar-kv ablate``).
+
+Each ablation is a function of an ``Ablator`` (model + token ids, no tokenizer) returning a JSON-ready
+dict whose ``rows`` carry the harness metrics (ppl, KL to BF16, top-1, bits) per variant. All run
+through the banded evaluation (== decoding through the cache) on the same pydoc-eval window, the BF16
+reference computed once. Pure INT2 (sink = recent = 0) everywhere except the windows ablation: with
+BF16 windows most of the difference between quantizers is hidden by the full-precision tokens.
+
+Rotation variants are derived from one calibration: the file stores R = U.H.P_br and the eigenvalues
+that fixed P_br, so U = R.P_br^T.H (H is its own inverse) and every composition of U, H and P_br
+follows without another pass over the calibration text.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..methods import make_method
+from ..rotation import RotationSet, bit_reversal_permutation, hadamard
+from .harness import evaluate
+from .report import write_json
+
+ABLATIONS = ("rotation", "clipping", "windows", "group", "calib-size", "calib-domain", "levels")
+PURE = "pure INT2 (sink = recent = 0)"
+COMPOSITION_LABELS = {  # rotation.COMPOSITIONS entries in the order of the table
+    "identity": "none (identity)",
+    "h": "Hadamard only",
+    "u": "eigenvectors U only",
+    "u_h": "U.H",
+    "u_h_pbr": "U.H.P_br (OSCAR)",
+}
+
+
+def _log(msg: str) -> None:
+    print(f"[oscar-kv ablate] {msg}", file=sys.stderr, flush=True)
+
+
+class Ablator:
+    """Shared state of an ablation run: model, token ids, memoized calibrations and scores.
+
+    calib: {source name: 1-D token ids} (at least "pydoc-calib"; "stdlib-docstrings" for calib-domain).
+    """
+
+    def __init__(self, model, eval_ids: torch.Tensor, calib: dict, context: int = 2048,
+                 calib_tokens: int = 4096, score_from: int | None = None, seq_len: int = 1024,
+                 progress: bool = True):
+        self.model, self.eval_ids, self.calib = model, eval_ids, calib
+        self.context, self.calib_tokens, self.seq_len = context, calib_tokens, seq_len
+        self.score_from = score_from if score_from is not None else min(512, context // 4)
+        self.progress = progress
+        self.reference: dict = {}  # evaluate()'s BF16 cache, shared by every call
+        self._scores: dict = {}
+        self._rots: dict = {}
+
+    # ------------------------------------------------------------ calibration
+    def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128) -> RotationSet:
+        """OSCAR rotations (u_h_pbr, fitted clip, Lloyd-Max levels when available), memoized."""
+        from ..calibrate import LEVELS, calibrate
+
+        tokens = tokens or self.calib_tokens
+        key = (source, tokens, group_size)
+        if key not in self._rots:
+            ids = self.calib[source]
+            if ids.numel() < tokens:
+                raise ValueError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
+            t = time.time()
+            rs = calibrate(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens), group_size=group_size,
+                           levels="lloyd-max" if "lloyd-max" in LEVELS else "uniform", progress=self.progress)
+            _log(f"calibrated on {tokens} tokens of {source} (group {group_size}) in {time.time() - t:.0f} s")
+            self._rots[key] = rs
+        return self._rots[key]
+
+    def composition(self, name: str) -> RotationSet:
+        """The base calibration with its rotations re-composed as ``name`` (clip/levels kept)."""
+        key = ("composition", name)
+        if key not in self._rots:
+            base = self.rotations()
+            k, v = derive_composition(base.k_rotation, base.k_eigenvalues, name), derive_composition(
+                base.v_rotation, base.v_eigenvalues, name)
+            self._rots[key] = replace(base, k_rotation=k, v_rotation=v, meta={**base.meta, "composition": name})
+        return self._rots[key]
+
+    # ------------------------------------------------------------ scoring
+    def score(self, variant: str, method, rotations: RotationSet | None = None, **extra) -> dict:
+        """Harness row (ppl, kl, top1, bits_per_element, ...) of ``method`` plus ``variant`` and ``extra``."""
+        key = (method, id(rotations))
+        if key not in self._scores:
+            res = evaluate(self.model, self.eval_ids, [make_method("bf16"), method], rotations, context=self.context,
+                           sequences=1, score_from=self.score_from, progress=False, reference=self.reference)
+            self._scores[key] = (res["results"][-1], next(r for r in res["results"] if r["method"] == "bf16"))
+        row, ref = self._scores[key]
+        self.bf16 = ref
+        return {"variant": variant, **extra, **row}
+
+    def header(self) -> dict:
+        return {"context": self.context, "score_from": self.score_from,
+                "scored_tokens": self.context - 1 - self.score_from, "calib_tokens": self.calib_tokens}
+
+
+def derive_composition(r: torch.Tensor, eigenvalues: torch.Tensor | None, name: str) -> torch.Tensor:
+    """Re-compose u_h_pbr rotations [L, R, d, d] (float32 in the file) as another composition.
+
+    P_br is rebuilt from the stored eigenvalues; that equals the calibration's P only when they are
+    strictly ascending in float32 (ties would reorder), so refuse otherwise rather than guess."""
+    if eigenvalues is None:
+        raise ValueError("the rotation file has no eigenvalues; cannot derive compositions from it")
+    d = r.shape[-1]
+    if name == "identity":
+        return torch.eye(d).expand_as(r).clone()
+    h = hadamard(d, torch.float64)
+    if name == "h":
+        return h.float().expand_as(r).clone()
+    out = torch.empty_like(r)
+    for layer in range(r.shape[0]):
+        for head in range(r.shape[1]):
+            lam = eigenvalues[layer, head]
+            if not bool((lam[1:] > lam[:-1]).all()):
+                raise ValueError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
+                                 "calibrate each composition instead (`oscar-kv calibrate --composition`)")
+            perm = bit_reversal_permutation(lam)
+            uh = r[layer, head].double()[:, torch.argsort(perm)]  # undo the column permutation
+            u = uh @ h  # H @ H = I
+            x = {"u": u, "u_h": uh, "u_h_pbr": uh[:, perm]}.get(name)
+            if x is None:
+                raise ValueError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
+            out[layer, head] = x.float()
+    return out
+
+
+def _oscar(**kw):
+    return make_method("oscar", **{"sink": 0, "recent": 0, **kw})
+
+
+def _bar(ab: Ablator, items, desc: str):
+    return tqdm(items, desc=f"ablate {desc}", unit="eval", disable=not ab.progress)
+
+
+# ---------------------------------------------------------------- the ablations
+def ablate_rotation(ab: Ablator) -> dict:
+    rows = []
+    jobs = [(c, clip) for clip in ("off", "default") for c in COMPOSITION_LABELS] + [("u_h_pbr", "fitted")]
+    for comp, clip in _bar(ab, jobs, "rotation"):
+        rows.append(ab.score(COMPOSITION_LABELS[comp], _oscar(clip=clip), ab.composition(comp),
+                             composition=comp, series=f"clip {clip}"))
+    return {"name": "rotation", "setting": PURE, "rows": rows,
+            "notes": ["All variants come from one calibration (U recovered from R = U.H.P_br).",
+                      "clip default = the paper's 0.96 (K) / 0.92 (V); fitted ratios were fitted for U.H.P_br.",
+                      "Group = head_dim = 64, so P_br only permutes coordinates within the one group: "
+                      "U.H and U.H.P_br must score the same here (see the group ablation for G = 32)."]}
+
+
+def ablate_clipping(ab: Ablator) -> dict:
+    rot = ab.composition("u_h_pbr")
+    jobs = [("oscar", c) for c in ("off", "default", "fitted")] + [("hadamard", c) for c in ("off", "default")]
+    rows = []
+    for name, clip in _bar(ab, jobs, "clipping"):
+        m = make_method(name, sink=0, recent=0, clip=clip)
+        rows.append(ab.score(f"{name}, clip {clip}", m, rot if name == "oscar" else None, series=name, clip=clip))
+    k, v = ab.rotations().k_clip, ab.rotations().v_clip
+    return {"name": "clipping", "setting": PURE, "rows": rows,
+            "fitted_clip": {"k": [round(float(x), 3) for x in k], "v": [round(float(x), 3) for x in v]},
+            "notes": ["off: min/max of each row; default: 0.96 / 0.92 (spec section 2); "
+                      "fitted: per-layer ratios from the calibration grid (1.0 = off)."]}
+
+
+def ablate_windows(ab: Ablator, sizes=(0, 16, 64, 256)) -> dict:
+    rot = ab.composition("u_h_pbr")
+    jobs = [(name, which, s) for name in ("hadamard", "oscar") for which in ("sink", "recent") for s in sizes]
+    rows = []
+    for name, which, s in _bar(ab, jobs, "windows"):
+        sink, recent = (s, 0) if which == "sink" else (0, s)
+        m = make_method(name, sink=sink, recent=recent)
+        rows.append(ab.score(f"{name}, {which} {s}", m, rot if name == "oscar" else None,
+                             series=f"{name}, vary {which}", x=s, sink=sink, recent=recent))
+    return {"name": "windows", "setting": "BF16 windows varied one at a time (the other is 0)", "rows": rows,
+            "notes": ["Windows are BF16 tokens: bits per element rise with them (see bits_per_element).",
+                      f"Scored positions start at {ab.score_from}, so a recent window of r tokens keeps the "
+                      "last r tokens of every scored query's context in BF16."]}
+
+
+def ablate_group(ab: Ablator, sizes=(32, 64)) -> dict:
+    rows = []
+    jobs = [(g, v) for g in sizes for v in ("naive", "hadamard", "u_h", "u_h_pbr")]
+    for g, v in _bar(ab, jobs, "group"):
+        if v in ("naive", "hadamard"):
+            m, rot, label = make_method(v, sink=0, recent=0, group_size=g), None, v
+        else:  # fixed clip ratios: the fitted ones were fitted for the calibration's group size
+            m, rot = _oscar(group_size=g, clip="default"), ab.composition(v)
+            label = "oscar " + ("U.H.P_br" if v == "u_h_pbr" else "U.H (no P_br)")
+        rows.append(ab.score(f"{label}, G={g}", m, rot, series=label, x=g, group_size=g))
+    d = ab.rotations().head_dim
+    return {"name": "group", "setting": PURE + ", oscar rows with the default clip 0.96 / 0.92", "rows": rows,
+            "notes": [f"head_dim is {d}: a group of 128 is clamped to {d}, so G=128 == G={d} on this model.",
+                      "P_br spreads the largest-eigenvalue directions over different groups; it can only "
+                      "matter when G < head_dim."]}
+
+
+def ablate_calib_size(ab: Ablator, sizes=(1024, 4096, 16384)) -> dict:
+    avail = ab.calib["pydoc-calib"].numel()
+    sizes = sorted({min(s, avail) for s in sizes})
+    rows = [ab.score("hadamard (data-free)", make_method("hadamard", sink=0, recent=0), series="hadamard")]
+    for n in _bar(ab, sizes, "calib-size"):
+        rows.append(ab.score(f"oscar, {n} calib tokens", _oscar(), ab.rotations(tokens=n), series="oscar", x=n))
+    return {"name": "calib-size", "setting": PURE, "rows": rows,
+            "notes": [f"pydoc-calib has {avail} tokens: sizes are capped there."]}
+
+
+def ablate_calib_domain(ab: Ablator, other: str = "stdlib-docstrings") -> dict:
+    rows = [ab.score("hadamard (data-free)", make_method("hadamard", sink=0, recent=0), series="hadamard")]
+    for src in _bar(ab, ["pydoc-calib", other], "calib-domain"):
+        rows.append(ab.score(f"oscar, calibrated on {src}", _oscar(), ab.rotations(src), series="oscar", calib_data=src))
+    return {"name": "calib-domain", "setting": PURE + "; evaluated on pydoc-eval", "rows": rows,
+            "notes": ["pydoc-calib and pydoc-eval are disjoint topics of the same manual (in-domain); "
+                      f"{other} is a different kind of text (out-of-domain)."]}
+
+
+def ablate_levels(ab: Ablator) -> dict:
+    from ..calibrate import LEVELS
+
+    if "lloyd-max" not in LEVELS:
+        return {"name": "levels", "skipped": "calibrate() has no levels='lloyd-max' in this version"}
+    rot = ab.composition("u_h_pbr")
+    rows = [ab.score(f"oscar, {lv} levels", _oscar(levels=lv), rot, series="oscar", levels=lv)
+            for lv in _bar(ab, ["uniform", "lloyd-max"], "levels")]
+    return {"name": "levels", "setting": PURE + ", fitted clip", "rows": rows,
+            "notes": ["Lloyd-Max levels are fitted per layer on the calibration sample (calibrate/lloyd.py)."]}
+
+
+FUNCS = {"rotation": ablate_rotation, "clipping": ablate_clipping, "windows": ablate_windows,
+         "group": ablate_group, "calib-size": ablate_calib_size, "calib-domain": ablate_calib_domain,
+         "levels": ablate_levels}
+
+
+# ---------------------------------------------------------------- output
+def plot_ablation(res: dict, path) -> Path:
+    """Line chart (windows, calib-size: KL against the varied size) or horizontal bars of KL to BF16
+    (log scale) with ppl written on each bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = res["rows"]
+    bf16 = res.get("bf16_ppl")
+    lines = res["name"] in ("windows", "calib-size")
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.42 * len(rows)) if not lines else (7.5, 4.8))
+    series = list(dict.fromkeys(r["series"] for r in rows))
+    colors = {s: f"C{i}" for i, s in enumerate(series)}
+    if lines:
+        for s in series:
+            pts = [r for r in rows if r["series"] == s and "x" in r]
+            if pts:
+                ax.plot([r["x"] for r in pts], [max(r["kl"], 1e-6) for r in pts], "o-", color=colors[s], label=s)
+            else:  # a flat reference line (hadamard in calib-size)
+                ax.axhline(next(r for r in rows if r["series"] == s)["kl"], color=colors[s], ls="--", label=s)
+        xs = sorted({r["x"] for r in rows if "x" in r})
+        ax.set_xscale("symlog", linthresh=max(1, min([x for x in xs if x > 0], default=1)))
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel({"windows": "window size (tokens)", "calib-size": "calibration tokens"}[res["name"]])
+        ax.set_ylabel("KL(BF16 ‖ method) per token, nats")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    else:
+        y = list(range(len(rows)))[::-1]
+        kls = [max(r["kl"], 1e-6) for r in rows]
+        ax.barh(y, kls, color=[colors[r["series"]] for r in rows])
+        ax.set_yticks(y, [r["variant"] + ("" if len(series) == 1 or r["series"] in r["variant"] else f" [{r['series']}]")
+                          for r in rows], fontsize=8)
+        for yi, r, k in zip(y, rows, kls):
+            ax.text(k, yi, f"  KL {r['kl']:.3f} · ppl {r['ppl']:.2f}", va="center", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(min(kls) / 1.5, max(kls) * 8)
+        ax.set_xlabel("KL(BF16 ‖ method) per token, nats (log; lower is better)")
+    ax.grid(True, which="both", axis="x" if not lines else "both", alpha=0.3)
+    title = f"ablation: {res['name']} — {res.get('setting', '')}"
+    if bf16:
+        title += f"\ncontext {res.get('context')}, BF16 ppl {bf16:.2f}"
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def format_ablation(res: dict) -> str:
+    if "skipped" in res:
+        return f"### {res['name']}\n\nskipped: {res['skipped']}\n"
+    bf16 = res.get("bf16_ppl")
+    out = [f"### {res['name']}", "", f"{res.get('setting', '')}; context {res.get('context')}, "
+           f"{res.get('scored_tokens')} scored tokens, BF16 ppl {bf16:.3f}", "",
+           "| variant | bits/elem | ppl | Δppl vs bf16 | KL vs bf16 | top-1 agree |", "|---|---:|---:|---:|---:|---:|"]
+    for r in res["rows"]:
+        out.append(f"| {r['variant']} | {r['bits_per_element']:.2f} | {r['ppl']:.3f} | "
+                   f"{100 * (r['ppl'] / bf16 - 1):+.1f}% | {r['kl']:.4f} | {100 * r['top1']:.1f}% |")
+    out += [""] + [f"- {n}" for n in res.get("notes", [])] + [""]
+    return "\n".join(out)
+
+
+def run_one(ab: Ablator, name: str, **kw) -> dict:
+    if name not in FUNCS:
+        raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
+    t = time.time()
+    res = FUNCS[name](ab, **kw)
+    if "skipped" not in res:
+        res = {**res, **ab.header(), "bf16_ppl": ab.bf16["ppl"], "seconds": round(time.time() - t, 1)}
+    return res
+
+
+def run_ablations(args) -> dict:
+    """CLI entry: args.model, args.what (comma list), args.context, args.calib_tokens, args.out_dir.
+    Optional args.calib_sizes (list of ints) for the calib-size ablation."""
+    from ..data import builtin_text, token_ids
+    from ..models import load_model
+
+    what = [w.strip() for w in args.what.split(",") if w.strip()]
+    bad = [w for w in what if w not in FUNCS]
+    if bad:
+        raise ValueError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lm = load_model(args.model)
+    tok = lm.tokenizer
+    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
+    calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
+    ev = token_ids(tok, builtin_text("pydoc-eval"), args.context, what="evaluation text pydoc-eval")
+    ab = Ablator(lm.model, ev, calib, context=args.context, calib_tokens=args.calib_tokens)
+    results = {}
+    for name in what:
+        _log(f"{name} ...")
+        kw = {"sizes": args.calib_sizes} if name == "calib-size" and getattr(args, "calib_sizes", None) else {}
+        res = {"model": lm.model_id, **run_one(ab, name, **kw)}
+        results[name] = res
+        write_json(res, out / f"{name}.json")
+        if "skipped" in res:
+            _log(f"{name}: skipped ({res['skipped']})")
+        else:
+            plot_ablation(res, out / f"{name}.png")
+            _log(f"{name}: wrote {out / name}.json/.png ({res['seconds']:.0f} s)")
+        summary = [f"# Ablations — {lm.model_id}", ""] + [format_ablation(r) for r in results.values()]
+        (out / "summary.md").write_text("\n".join(summary))  # rewritten after each, partial runs keep results
+    print("\n".join(format_ablation(r) for r in results.values()))
+    return results
