@@ -120,7 +120,7 @@ def _pad_id(tok, model):
     return 0 if pid is None else pid
 
 
-def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 1,
+def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 2,
                 chunk: int = 512, fmt: str = DEFAULT_FORMAT, seed: int = 0, haystack=None,
                 max_new_tokens: int = 8, progress: bool = True) -> dict:
     """Accuracy per (method, length) over depths x trials prompts (the same prompts for every method).
