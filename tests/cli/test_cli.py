@@ -1,0 +1,78 @@
+"""The `oscar-kv` command end to end on a tiny local checkpoint (random Llama + a small BPE tokenizer)."""
+
+import json
+
+import pytest
+import torch
+
+from oscarkv.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from oscarkv.data import builtin_text
+
+    d = tmp_path_factory.mktemp("tiny")
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([builtin_text("pydoc-calib")[:200_000]], trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    fast.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                      num_hidden_layers=2, intermediate_size=64, vocab_size=len(fast), max_position_embeddings=2048)
+    LlamaForCausalLM(cfg).save_pretrained(d)
+    return d
+
+
+def test_calibrate_eval_inspect(tiny_ckpt, tmp_path, capsys):
+    torch.set_num_threads(1)
+    rot = tmp_path / "rot.safetensors"
+    assert main(["calibrate", "--model", str(tiny_ckpt), "--out", str(rot), "--tokens", "512", "--seq-len", "256"]) == 0
+    assert rot.exists()
+    out = tmp_path / "res.json"
+    plot = tmp_path / "res.png"
+    rc = main(["eval", "--model", str(tiny_ckpt), "--rotations", str(rot), "--context", "256", "--score-from", "64",
+               "--sink", "4", "--recent", "16", "--group-size", "32", "--json", str(out), "--plot", str(plot)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert set(res) >= {"model", "context", "tokens", "results"}
+    assert [r["method"] for r in res["results"]] == ["bf16", "naive", "hadamard", "kivi", "int4", "oscar"]
+    for r in res["results"]:
+        assert set(r) >= {"method", "ppl", "kl", "top1", "bits_per_element", "kv_bytes"}
+    bf16 = res["results"][0]
+    assert bf16["kl"] == 0 and bf16["top1"] == 1 and bf16["bits_per_element"] == 16
+    assert plot.stat().st_size > 10_000
+    assert "| oscar |" in capsys.readouterr().out
+
+
+def test_errors_are_one_line_messages(tiny_ckpt, tmp_path, capsys):
+    assert main(["calibrate", "--model", str(tiny_ckpt), "--out", str(tmp_path / "r.pt")]) == 2
+    assert "should end in .safetensors" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_ckpt), "--methods", "bf16,oscar"]) == 2
+    assert "needs --rotations" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tmp_path / "nope"), "--methods", "bf16"]) == 2
+    assert "neither 'default' nor a local folder" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_ckpt), "--methods", "bf16,int3"]) == 2
+    assert "unknown method 'int3'" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_ckpt), "--methods", "bf16", "--context", "10000000"]) == 2
+    assert "shorter --context" in capsys.readouterr().err
+
+
+def test_rotation_for_another_model_is_refused(tiny_ckpt, tmp_path, capsys):
+    from transformers import LlamaConfig
+
+    from oscarkv.rotation import RotationSet, config_hash, hadamard
+
+    other = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                        num_hidden_layers=3, intermediate_size=64, vocab_size=300)
+    h = hadamard(32, torch.float32).expand(3, 1, 32, 32).clone()
+    p = RotationSet(h, h, meta={"config_hash": config_hash(other), "model_id": "other"}).save(tmp_path / "o.safetensors")
+    assert main(["eval", "--model", str(tiny_ckpt), "--rotations", str(p), "--methods", "bf16,oscar"]) == 2
+    assert "does not match this model" in capsys.readouterr().err
