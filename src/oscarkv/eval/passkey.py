@@ -108,8 +108,10 @@ def generate_answer(model, tok, prompt: PasskeyPrompt, method, rotations=None, c
         b = min(a + chunk, prompt.prefill)
         model(ids[:, a:b], past_key_values=cache, use_cache=True, logits_to_keep=1)
     # generate sees a cache that already holds the prefill and feeds only the question tokens
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=cache,
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), cache=cache,
                          max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=_pad_id(tok, model))
+    if cache.get_seq_length() < ids.shape[1]:  # generate made its own cache: the method was not applied
+        raise RuntimeError("model.generate did not use the OscarCache; this transformers version is unsupported")
     return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
