@@ -44,6 +44,7 @@ __all__ = [
     "OutOfBlocksError",
     "WritePlan",
     "check_kernel_configs",
+    "choose_decode_kernel",
     "decode_attention",
     "fold_v_rotation_into_o_proj",
     "gather_sequence",
@@ -113,18 +114,33 @@ def decode_attention(
     q ``[batch, num_q_heads, head_dim]``. With ``k_rotation`` q is rotated first (else it must already be
     rotated). With ``v_rotation`` the output is returned in the model's V space; without it the output
     stays rotated (fold R_V into o_proj with ``fold_v_rotation_into_o_proj``). Output dtype = q's dtype.
-    ``tuning`` goes to the Triton launcher (block_n, num_warps, num_stages, n_q_splits, ...).
+    ``tuning`` goes to the Triton launcher (block_n, num_warps, num_stages, n_q_splits, ...), except
+    ``kernel``: "mma" (``triton_decode``: tensor-core MMAs on raw codes), "fma" (``triton_decode_fma``:
+    CUDA-core products for small GQA groups) or "auto" (default; see ``choose_decode_kernel``).
     """
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if k_rotation is not None:
         q = rotate_q(q, k_rotation)
     if _backend(backend, q) == "triton":
-        from .triton_decode import decode_attention_triton
-
-        out = decode_attention_triton(q.contiguous(), pool, meta, sm_scale, **tuning)
+        kernel = tuning.pop("kernel", "auto")
+        if kernel == "auto":
+            kernel = choose_decode_kernel(q.shape[0], q.shape[1] // pool.num_kv_heads, meta)
+        if kernel == "fma":
+            from .triton_decode_fma import decode_attention_triton_fma as run
+        elif kernel == "mma":
+            from .triton_decode import decode_attention_triton as run
+        else:
+            raise ValueError(f"kernel must be 'auto', 'mma' or 'fma', got {kernel!r}")
+        out = run(q.contiguous(), pool, meta, sm_scale, **tuning)
     else:
         out = decode_attention_torch(q, pool, meta, sm_scale).to(q.dtype)
     return unrotate_v(out, v_rotation) if v_rotation is not None else out
+
+
+def choose_decode_kernel(batch: int, group: int, meta: DecodeMeta) -> str:
+    """Which Triton decode kernel ``kernel="auto"`` runs: "fma" only where it measured faster on the H200
+    (BENCHMARKS.md, 2026-12-02 FMA section); "mma" everywhere else."""
+    return "mma"
 
 
 def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan, *, backend: str = "auto") -> None:

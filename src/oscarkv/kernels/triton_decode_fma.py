@@ -1,0 +1,225 @@
+"""INT2 decode attention for small GQA groups: CUDA-core (FMA) formulation, no tensor cores.
+
+Same cache layout, split-K scheme, scratch format and merge as ``triton_decode`` (whose BF16-tier split
+and merge kernels this launcher reuses); only the INT2-tier split differs. Motivation (BENCHMARKS.md):
+the MMA kernel pads the g = 4 query heads of a KV head to 16 MMA columns and moves every unpacked code
+tile through shared memory into operand layout; it ran at 168 registers and ~30 SM cycles per
+(token, KV head). Here the G real heads are the leading axis of small broadcast products:
+
+    logits[g, n] = s_n * sum_p sum_j q_p[g, j] c_p[n, j] + z_n * sum_d q[g, d]        (one group, NG == 1)
+    o_p[g, j]   += sum_n (p[g, n] s_n) c_p[n, j],     zsum[g] += sum_n p[g, n] z_n
+
+with c_p the codes of bit plane p (dims p*d/4 .. (p+1)*d/4 - 1, quartered packing), computed as
+[G, BLOCK_N, d/4] products reduced with tl.sum. With one group the four planes of K are summed before
+the reduction, so K needs one reduction per tile. With several groups each plane is scaled separately.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .triton_decode import (_hp_split, _interpreting, _TORCH2TL, choose_splits, decode_merge_kernel,
+                            decode_stage1_kernel, num_sms)
+
+
+@triton.jit
+def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
+                    BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
+                    b, kvh, sp, osp, nsplit, scale_log2,
+                    G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
+                    BN: tl.constexpr, TAU: tl.constexpr):
+    # Tensors are [GP heads, 16 (plane p, byte t), BN tokens, W words]: element (g, i, n, w) is dim
+    # d = p*D/4 + 4w + t of token n, i = 4p + t, i.e. bits 8t + 2p of int32 word w of the packed row.
+    # Triton spreads W then BN over the lanes, so a lane owns one word of a token and keeps the 16 codes
+    # in it and the matching 16 x GP query values in registers: K reduces over i in-thread and over W
+    # across W lanes; V accumulates in-thread over the whole split and reduces over BN once at the end.
+    D4: tl.constexpr = D // 4
+    W: tl.constexpr = D4 // 4
+    PPG: tl.constexpr = 4 // NG  # planes per group
+    g = tl.arange(0, GP)
+    heads = kvh * G + g
+    hmask = g < G
+    i = tl.arange(0, 16)
+    w = tl.arange(0, W)
+    shift = 8 * (i % 4) + 2 * (i // 4)  # [16]
+    d_iw = (i // 4)[:, None] * D4 + 4 * w[None, :] + (i % 4)[:, None]  # [16, W] head dim of (i, w)
+    qp = Q + b * s_qb + heads[:, None, None] * s_qh + d_iw[None, :, :]
+    q3 = tl.load(qp, mask=hmask[:, None, None], other=0.0).to(tl.float32)  # [GP, 16, W]
+    q4 = q3[:, :, None, :]  # [GP, 16, 1, W]
+    sh4 = shift[None, :, None, None]
+    L = tl.load(LENS + b)
+    per = tl.cdiv(tl.cdiv(L, nsplit), BN) * BN
+    start = sp * per
+    end = tl.minimum(start + per, L)
+    m = tl.full((GP,), float("-inf"), tl.float32)
+    acc = tl.zeros((GP, 16, BN, W), tl.float32)
+    l2 = tl.zeros((GP, BN), tl.float32)
+    if NG == 1:
+        qsum = tl.sum(tl.sum(q3, axis=2), axis=1)  # [GP]
+        z2 = tl.zeros((GP, BN), tl.float32)
+    else:
+        qs_i = tl.sum(q3, axis=2)  # [GP, 16]
+        z3 = tl.zeros((GP, 16, BN), tl.float32)
+    for n0 in range(start, end, BN):
+        n = n0 + tl.arange(0, BN)
+        nm = n < end
+        blk = tl.load(BT + b * s_bt + n // BS, mask=nm, other=0).to(tl.int64)
+        off = n % BS
+        wrow = blk * s_wn + kvh * s_wh + off * s_wb
+        srow = blk * s_sn + kvh * s_sh + off * s_sb
+        kw = tl.load(KW + wrow[:, None] + w[None, :], mask=nm[:, None], other=0)  # [BN, W] int32
+        vw = tl.load(VW + wrow[:, None] + w[None, :], mask=nm[:, None], other=0)
+        kc = ((kw[None, None, :, :] >> sh4) & 3).to(tl.float32)  # [1, 16, BN, W]
+        # ---- logits [GP, BN]
+        if NG == 1:
+            ks = tl.load(KS + srow, mask=nm, other=0.0).to(tl.float32)
+            kz = tl.load(KZ + srow, mask=nm, other=0.0).to(tl.float32)
+            dot = tl.sum(tl.sum(kc * q4, axis=1), axis=2)  # [GP, BN]
+            qk = dot * ks[None, :] + qsum[:, None] * kz[None, :]
+        else:
+            sidx = srow[None, :] + ((i // 4) // PPG)[:, None]  # [16, BN]
+            ks_i = tl.load(KS + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
+            kz_i = tl.load(KZ + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
+            qk = tl.sum(tl.sum(kc * q4, axis=3) * ks_i[None, :, :], axis=1)
+            qk += tl.sum(qs_i[:, :, None] * kz_i[None, :, :], axis=1)
+        qk = tl.where(nm[None, :], qk * scale_log2, float("-inf"))
+        # ---- online softmax with lazy rescaling: keep the old max unless it grew by more than TAU
+        # (log2 units); p then stays <= 2^TAU, and the accumulators are rescaled only on those tiles.
+        m_new = tl.maximum(m, tl.max(qk, axis=1))
+        if tl.max(m_new - m, axis=0) > TAU:
+            alpha = tl.exp2(m - m_new)
+            acc = acc * alpha[:, None, None, None]
+            l2 = l2 * alpha[:, None]
+            if NG == 1:
+                z2 = z2 * alpha[:, None]
+            else:
+                z3 = z3 * alpha[:, None, None]
+            m = m_new
+        p = tl.exp2(qk - m[:, None])  # [GP, BN]
+        l2 += p
+        # ---- o [GP, 16, BN, W] += (p s) c ; zero term
+        vc = ((vw[None, None, :, :] >> sh4) & 3).to(tl.float32)
+        if NG == 1:
+            vs = tl.load(VS + srow, mask=nm, other=0.0).to(tl.float32)
+            vz = tl.load(VZ + srow, mask=nm, other=0.0).to(tl.float32)
+            acc += (p * vs[None, :])[:, None, :, None] * vc
+            z2 += p * vz[None, :]
+        else:
+            sidx = srow[None, :] + ((i // 4) // PPG)[:, None]
+            vs_i = tl.load(VS + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
+            vz_i = tl.load(VZ + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
+            acc += (p[:, None, :] * vs_i[None, :, :])[:, :, :, None] * vc
+            z3 += p[:, None, :] * vz_i[None, :, :]
+    l = tl.sum(l2, axis=1)
+    o = tl.sum(acc, axis=2)  # [GP, 16, W]
+    if NG == 1:
+        o += tl.sum(z2, axis=1)[:, None, None]
+    else:
+        o += tl.sum(z3, axis=2)[:, :, None]
+    ok = l > 0
+    inv = 1.0 / tl.where(ok, l, 1.0)
+    lse = tl.where(ok, m + tl.log2(tl.where(ok, l, 1.0)), float("-inf"))
+    base = b * s_ob + heads * s_oh + osp * s_os
+    tl.store(O + base[:, None, None] + d_iw[None, :, :], o * inv[:, None, None], mask=hmask[:, None, None])
+    tl.store(LSE + (b * s_ob + heads * s_oh) // s_os + osp, lse, mask=hmask)
+
+
+@triton.jit
+def decode_stage1_fma_kernel(
+    Q, s_qb, s_qh,
+    KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
+    KH, VH, s_hn, s_hh, s_hb,
+    HP_BT, s_hbt, HP_LEN, Q_BT, s_qbt, Q_LEN,
+    O, LSE, s_ob, s_oh, s_os,
+    n_hp_splits, n_q_splits, osp0, scale_log2,
+    HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
+    BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, HP_DT: tl.constexpr, TAU: tl.constexpr,
+    WITH_HP: tl.constexpr = True,
+):
+    # INT2 splits first in the grid: they are the long ones, so they start in the first wave.
+    pid = tl.program_id(0)
+    b = pid // HKV
+    kvh = pid % HKV
+    sp = tl.program_id(1)
+    if sp < n_q_splits:
+        _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
+                        Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
+                        b, kvh, sp, osp0 + sp, n_q_splits, scale_log2, G, GP, D, NG, BS, BN_Q, TAU)
+    elif WITH_HP:
+        _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, HP_BT, s_hbt, HP_LEN, O, LSE, s_ob, s_oh, s_os,
+                  b, kvh, sp - n_q_splits, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, HP_DT, HP_DT)
+
+
+def decode_attention_triton_fma(
+    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 16, block_n_hp: int = 64,
+    num_warps: int = 4, num_stages: int = 1, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0,
+    n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None, merge_warps: int = 4,
+    separate_hp: bool = True,
+):
+    """Same contract as ``triton_decode.decode_attention_triton``; INT2 tier on CUDA cores."""
+    B, HQ, D = q.shape
+    HKV = pool.num_kv_heads
+    G = HQ // HKV
+    assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
+    dev = q.device
+    sms = num_sms(dev)
+    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
+    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
+    if n_hp_splits is None:
+        n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, 2)
+    if n_q_splits is None:
+        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
+    ns = max(1, n_hp_splits + n_q_splits)
+    if workspace is None:
+        o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=dev)
+        lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=dev)
+    else:
+        o_part, lse_part = workspace
+        assert o_part.shape[2] >= ns
+    assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
+    if out is None:
+        out = torch.empty_like(q)
+    hp_dt = tl.float32 if _interpreting() else _TORCH2TL[q.dtype]
+    # packed rows as int32 words (d/16 words per row): one 4-byte load per lane and token
+    kw, vw = pool.k_codes.view(torch.int32), pool.v_codes.view(torch.int32)
+    common = dict(HKV=HKV, G=G, BH=max(16, triton.next_power_of_2(G)), D=D, NG=pool.num_groups, BS=pool.block_size,
+                  BN_HP=block_n_hp, HP_DT=hp_dt)
+    # separate_hp: the BF16 tier (MMA, many registers) runs as its own launch of triton_decode's kernel,
+    # so the INT2 kernel's register count is its own (212 vs 255 + spills fused, sm_90, triton 3.9).
+    sep = separate_hp and n_hp_splits > 0 and n_q_splits > 0
+    if sep:
+        decode_stage1_kernel[(B * HKV, n_hp_splits)](
+            q, q.stride(0), q.stride(1),
+            pool.k_codes, pool.v_codes, pool.k_scale, pool.k_zero, pool.v_scale, pool.v_zero,
+            *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
+            pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
+            meta.hp_block_tables, meta.hp_block_tables.stride(0), meta.hp_lens,
+            meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
+            o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
+            n_hp_splits, 0, sm_scale * 1.4426950408889634,
+            BN_Q=16, QK_DT=hp_dt, PV_DT=hp_dt, ASM=False, PREFETCH=False, num_warps=4, num_stages=3, **common,
+        )
+    if n_hp_splits + n_q_splits > 0:
+        decode_stage1_fma_kernel[(B * HKV, n_q_splits if sep else n_hp_splits + n_q_splits)](
+            q, q.stride(0), q.stride(1),
+            kw, vw, pool.k_scale, pool.k_zero, pool.v_scale, pool.v_zero,
+            *kw.stride()[:3], *pool.k_scale.stride()[:3],
+            pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
+            meta.hp_block_tables, meta.hp_block_tables.stride(0), meta.hp_lens,
+            meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
+            o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
+            n_hp_splits, n_q_splits, n_hp_splits if sep else 0, sm_scale * 1.4426950408889634,
+            GP=triton.next_power_of_2(G), BN_Q=block_n, TAU=tau, WITH_HP=not sep,
+            num_warps=num_warps, num_stages=num_stages, **common,
+        )
+    else:
+        lse_part.fill_(float("-inf"))
+        o_part.zero_()
+    nsplit = n_hp_splits + n_q_splits if n_hp_splits + n_q_splits > 0 else 1
+    decode_merge_kernel[(B * HQ,)](
+        o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
+        out, out.stride(0), out.stride(1), nsplit, HQ=HQ, D=D, BSPLIT=32, num_warps=merge_warps,
+    )
+    return out
