@@ -164,6 +164,8 @@ def bench_int2(B, L, dev, configs, bf16_only=False):
         if best is None or t < best[0]:
             best = (t, cfg)
     del pool, metas
+    if best is None:  # every config failed: report NaN instead of stopping the whole run
+        return float("nan"), None, nbytes
     return best[0], best[1], nbytes
 
 
@@ -231,11 +233,16 @@ def check_accuracy(dev):
         meta = cache.metadata(ids, device=dev)
         q = torch.randn(B, HQ, D, device=dev).bfloat16() * 3
         ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
-        o = decode_attention(q, pool, meta, backend="triton")
-        rel = float((o.double() - ref).norm() / ref.norm())
-        mx = float((o.double() - ref).abs().max())
-        out.append(dict(L=L, B=B, rel_err=rel, max_abs_err=mx, ref_rms=float(ref.pow(2).mean().sqrt())))
-        log(f"accuracy L={L} B={B}: rel {rel:.2e} max|err| {mx:.2e}")
+        for kernel in ("mma", "fma"):
+            try:
+                o = decode_attention(q, pool, meta, backend="triton", kernel=kernel)
+            except Exception as e:
+                log(f"accuracy {kernel}: failed: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            rel = float((o.double() - ref).norm() / ref.norm())
+            mx = float((o.double() - ref).abs().max())
+            out.append(dict(L=L, B=B, kernel=kernel, rel_err=rel, max_abs_err=mx, ref_rms=float(ref.pow(2).mean().sqrt())))
+            log(f"accuracy {kernel} L={L} B={B}: rel {rel:.2e} max|err| {mx:.2e}")
     return out
 
 
@@ -247,7 +254,13 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--sweep", action="store_true", help="sweep kernel configs first (else use defaults)")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--fma", action="store_true", help="also time the CUDA-core INT2 kernel (kernel='fma')")
+    ap.add_argument("--fma-sweep", action="store_true", help="sweep fma configs first; the best 3 are tried per point")
+    ap.add_argument("--mma-configs", default="default", help="'default' (2 best of the 2026-12-02 run-3 sweep) or 'one'")
+    ap.add_argument("--no-bf16paged", action="store_true")
+    ap.add_argument("--no-append", action="store_true")
     a = ap.parse_args()
+    t_start = time.time()
     dev = torch.device("cpu" if SMOKE else "cuda")
     res = dict(date=time.strftime("%Y-%m-%d"), argv=sys.argv, torch=torch.__version__)
     import triton
@@ -270,15 +283,42 @@ def main():
     res["accuracy"] = check_accuracy(dev)
     dump()
 
-    default = dict(block_n=128, num_warps=4, num_stages=3, ctas_per_sm=4, asm_unpack=True, prefetch=True)
+    default = dict(kernel="mma", block_n=128, num_warps=4, num_stages=3, ctas_per_sm=4, asm_unpack=True, prefetch=True)
     configs = [default]
+    if a.mma_configs == "default" and not a.sweep:
+        configs.append(dict(default, ctas_per_sm=2))
+    fma_configs = [dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8)]
+    if a.fma and a.fma_sweep:
+        fgrid = [dict(kernel="fma", block_n=bn, num_warps=w, num_stages=st, ctas_per_sm=c, rows=r)
+                 for bn, w, st, c, r in ((16, 4, 4, 4, 1), (16, 4, 4, 8, 1), (16, 4, 4, 16, 1), (16, 4, 1, 8, 1),
+                                         (16, 4, 8, 8, 1), (4, 1, 4, 16, 1), (4, 1, 4, 32, 1), (8, 2, 4, 16, 1),
+                                         (32, 8, 4, 8, 1), (16, 4, 4, 8, 2))]
+        fgrid.append(dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8, separate_hp=False))
+        if SMOKE:
+            fgrid = [dict(kernel="fma", block_n=4, num_warps=1, num_stages=2, ctas_per_sm=2)]
+        fsweep = []
+        for L, B in ([(700, 1)] if SMOKE else [(32768, 1), (131072, 1), (32768, 32)]):
+            rows = []
+            for cfg in fgrid:
+                t, _, nb = bench_int2(B, L, dev, [cfg])
+                rows.append((t, cfg))
+                fsweep.append(dict(L=L, B=B, cfg=cfg, us=t * 1e6, achieved_Bps=nb / t))
+            rows.sort(key=lambda r: r[0])
+            log(f"fma sweep L={L} B={B}: best {rows[0][0] * 1e6:.1f} us {rows[0][1]}; worst {rows[-1][0] * 1e6:.1f} us "
+                f"[{time.time() - t_start:.0f} s]")
+            for _, cfg in rows[:2]:
+                if cfg not in fma_configs:
+                    fma_configs.append(cfg)
+        res["fma_sweep"] = fsweep
+        dump()
+    res["fma_configs_tried_per_point"] = fma_configs
     if a.sweep:
         sweep = []
-        grid = [dict(block_n=bn, num_warps=w, num_stages=s, ctas_per_sm=c, asm_unpack=True, prefetch=True)
+        grid = [dict(kernel="mma", block_n=bn, num_warps=w, num_stages=s, ctas_per_sm=c, asm_unpack=True, prefetch=True)
                 for bn in (64, 128, 256) for w in (4, 8) for s in (1, 3) for c in (2, 4, 8)]
-        grid += [dict(block_n=128, num_warps=4, num_stages=s, ctas_per_sm=c, asm_unpack=False, prefetch=True)
+        grid += [dict(kernel="mma", block_n=128, num_warps=4, num_stages=s, ctas_per_sm=c, asm_unpack=False, prefetch=True)
                  for s in (1, 3) for c in (2, 4)]
-        grid += [dict(block_n=128, num_warps=4, num_stages=3, ctas_per_sm=2, asm_unpack=True, prefetch=False)]
+        grid += [dict(kernel="mma", block_n=128, num_warps=4, num_stages=3, ctas_per_sm=2, asm_unpack=True, prefetch=False)]
         if SMOKE:
             grid = grid[:2]
         for L, B in ([(700, 1)] if SMOKE else [(32768, 1), (131072, 1), (32768, 32)]):
@@ -307,10 +347,17 @@ def main():
             try:
                 t, cfg, nb = bench_int2(B, L, dev, configs)
                 row.update(int2_us=t * 1e6, int2_cfg=cfg, int2_bytes=nb, int2_Bps=nb / t, int2_frac_copy=nb / t / bw)
+                if a.fma:
+                    tf_, cfgf, _ = bench_int2(B, L, dev, fma_configs)
+                    row.update(fma_us=tf_ * 1e6, fma_cfg=cfgf, fma_Bps=nb / tf_, fma_frac_copy=nb / tf_ / bw,
+                               fma_speedup_vs_mma=t / tf_)
                 t2, nb2 = bench_sdpa(B, L, dev)
                 row.update(sdpa_us=t2 * 1e6, bf16_bytes=nb2, sdpa_Bps=nb2 / t2, speedup_vs_sdpa=t2 / t)
-                t3, cfg3, _ = bench_int2(B, L, dev, bf16_cfgs, bf16_only=True)
-                row.update(bf16paged_us=t3 * 1e6, bf16paged_cfg=cfg3, bf16paged_Bps=nb2 / t3, speedup_vs_bf16paged=t3 / t)
+                if a.fma:
+                    row.update(fma_speedup_vs_sdpa=t2 / row["fma_us"] * 1e6)
+                if not a.no_bf16paged:
+                    t3, cfg3, _ = bench_int2(B, L, dev, bf16_cfgs, bf16_only=True)
+                    row.update(bf16paged_us=t3 * 1e6, bf16paged_cfg=cfg3, bf16paged_Bps=nb2 / t3, speedup_vs_bf16paged=t3 / t)
             except torch.cuda.OutOfMemoryError as e:
                 row["error"] = f"OOM: {e}"[:200]
             torch.cuda.empty_cache() if not SMOKE else None
@@ -322,9 +369,12 @@ def main():
                 f"({row.get('int2_Bps', 0) / 1e12:.2f} TB/s, {row.get('int2_frac_copy', 0) * 100:4.0f}% copy) | "
                 f"sdpa {row.get('sdpa_us', float('nan')):8.1f} us x{row.get('speedup_vs_sdpa', float('nan')):.2f} | "
                 f"bf16 paged {row.get('bf16paged_us', float('nan')):8.1f} us x{row.get('speedup_vs_bf16paged', float('nan')):.2f}"
+                + (f" | fma {row.get('fma_us', float('nan')):8.1f} us ({row.get('fma_frac_copy', 0) * 100:4.0f}% copy) "
+                   f"x{row.get('fma_speedup_vs_sdpa', float('nan')):.2f} vs sdpa, x{row.get('fma_speedup_vs_mma', float('nan')):.2f} vs mma"
+                   if a.fma else "") + f" [{time.time() - t_start:.0f} s]"
             )
     app = []
-    for B in ([1, 4] if SMOKE else [1, 8, 32, 256]):
+    for B in ([] if a.no_append else [1, 4] if SMOKE else [1, 8, 32, 256]):
         for mode in ("decode", "prefill"):
             t = bench_append(B, dev, mode)
             app.append(dict(rows=B, mode=mode, us_per_call=t * 1e6, us_per_token=t * 1e6 / B))

@@ -91,10 +91,10 @@ def test_decode_matches_reference(d, G, lens, group, tuning, device):
 
 FMA_CASES = [
     # d, G, lens, group, tuning: GQA 1/4/8, head_dim 64/128, lengths inside the windows, uneven splits
-    (64, 1, [1, 9, 24, 25, 60], None, dict(block_n=8, num_warps=2)),
+    (64, 1, [1, 9, 24, 25, 60], None, dict(block_n=4, num_warps=2, rows=2)),
     (64, 4, [3, 77, 140], 16, dict(block_n=8, num_warps=1, n_q_splits=3)),
     (128, 4, [50, 201], None, dict(block_n=16, num_warps=4, separate_hp=False)),
-    (128, 8, [97, 24, 160], 64, dict(block_n=8, num_warps=2, n_q_splits=5, n_hp_splits=2)),
+    (128, 8, [97, 24, 160], 64, dict(block_n=8, num_warps=2, rows=2, n_q_splits=5, n_hp_splits=2)),
 ]
 
 

@@ -29,14 +29,17 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
                     BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
                     b, kvh, sp, osp, nsplit, scale_log2,
                     G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
-                    BN: tl.constexpr, TAU: tl.constexpr):
-    # Tensors are [GP heads, 16 (plane p, byte t), BN tokens, W words]: element (g, i, n, w) is dim
-    # d = p*D/4 + 4w + t of token n, i = 4p + t, i.e. bits 8t + 2p of int32 word w of the packed row.
-    # Triton spreads W then BN over the lanes, so a lane owns one word of a token and keeps the 16 codes
-    # in it and the matching 16 x GP query values in registers: K reduces over i in-thread and over W
-    # across W lanes; V accumulates in-thread over the whole split and reduces over BN once at the end.
+                    BN: tl.constexpr, R: tl.constexpr, TAU: tl.constexpr, STAGES: tl.constexpr):
+    # Tensors are [GP heads, 16 (plane p, byte t), R, BN, W words]: element (g, i, r, j, w) is dim
+    # d = p*D/4 + 4w + t of token n0 + r*BN + j, i = 4p + t, i.e. bits 8t + 2p of int32 word w of the
+    # packed row. Triton spreads W then BN over lanes and warps; i and r stay in-thread. So a lane owns
+    # one word of R tokens, and keeps the 16 x GP query values of that word in registers: K reduces over
+    # i in-thread and over W across W lanes; V sums over r in-thread and accumulates per (g, i, j, w)
+    # over the whole split, reducing over BN once at the end. R > 1 amortises the per-tile work
+    # (addresses, softmax, pipeline bookkeeping) over R tokens per lane without growing the accumulator.
     D4: tl.constexpr = D // 4
     W: tl.constexpr = D4 // 4
+    TN: tl.constexpr = R * BN
     PPG: tl.constexpr = 4 // NG  # planes per group
     g = tl.arange(0, GP)
     heads = kvh * G + g
@@ -47,10 +50,11 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
     d_iw = (i // 4)[:, None] * D4 + 4 * w[None, :] + (i % 4)[:, None]  # [16, W] head dim of (i, w)
     qp = Q + b * s_qb + heads[:, None, None] * s_qh + d_iw[None, :, :]
     q3 = tl.load(qp, mask=hmask[:, None, None], other=0.0).to(tl.float32)  # [GP, 16, W]
-    q4 = q3[:, :, None, :]  # [GP, 16, 1, W]
-    sh4 = shift[None, :, None, None]
+    q5 = q3[:, :, None, None, :]  # [GP, 16, 1, 1, W]
+    sh5 = shift[None, :, None, None, None]
+    rj = tl.arange(0, R)[:, None] * BN + tl.arange(0, BN)[None, :]  # [R, BN] token offsets in a tile
     L = tl.load(LENS + b)
-    per = tl.cdiv(tl.cdiv(L, nsplit), BN) * BN
+    per = tl.cdiv(tl.cdiv(L, nsplit), TN) * TN
     start = sp * per
     end = tl.minimum(start + per, L)
     m = tl.full((GP,), float("-inf"), tl.float32)
@@ -62,32 +66,32 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
     else:
         qs_i = tl.sum(q3, axis=2)  # [GP, 16]
         z3 = tl.zeros((GP, 16, BN), tl.float32)
-    for n0 in range(start, end, BN):
-        n = n0 + tl.arange(0, BN)
+    for n0 in tl.range(start, end, TN, num_stages=STAGES):
+        n = n0 + rj
         nm = n < end
         blk = tl.load(BT + b * s_bt + n // BS, mask=nm, other=0).to(tl.int64)
         off = n % BS
         wrow = blk * s_wn + kvh * s_wh + off * s_wb
         srow = blk * s_sn + kvh * s_sh + off * s_sb
-        kw = tl.load(KW + wrow[:, None] + w[None, :], mask=nm[:, None], other=0)  # [BN, W] int32
-        vw = tl.load(VW + wrow[:, None] + w[None, :], mask=nm[:, None], other=0)
-        kc = ((kw[None, None, :, :] >> sh4) & 3).to(tl.float32)  # [1, 16, BN, W]
-        # ---- logits [GP, BN]
+        kw = tl.load(KW + wrow[:, :, None] + w[None, None, :], mask=nm[:, :, None], other=0)  # [R, BN, W]
+        vw = tl.load(VW + wrow[:, :, None] + w[None, None, :], mask=nm[:, :, None], other=0)
+        kc = ((kw[None, None, :, :, :] >> sh5) & 3).to(tl.float32)  # [1, 16, R, BN, W]
+        # ---- logits [GP, R, BN]
         if NG == 1:
             ks = tl.load(KS + srow, mask=nm, other=0.0).to(tl.float32)
             kz = tl.load(KZ + srow, mask=nm, other=0.0).to(tl.float32)
-            dot = tl.sum(tl.sum(kc * q4, axis=1), axis=2)  # [GP, BN]
-            qk = dot * ks[None, :] + qsum[:, None] * kz[None, :]
+            dot = tl.sum(tl.sum(kc * q5, axis=1), axis=3)
+            qk = dot * ks[None, :, :] + qsum[:, None, None] * kz[None, :, :]
         else:
-            sidx = srow[None, :] + ((i // 4) // PPG)[:, None]  # [16, BN]
-            ks_i = tl.load(KS + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
-            kz_i = tl.load(KZ + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
-            qk = tl.sum(tl.sum(kc * q4, axis=3) * ks_i[None, :, :], axis=1)
-            qk += tl.sum(qs_i[:, :, None] * kz_i[None, :, :], axis=1)
-        qk = tl.where(nm[None, :], qk * scale_log2, float("-inf"))
+            sidx = srow[None, :, :] + ((i // 4) // PPG)[:, None, None]  # [16, R, BN]
+            ks_i = tl.load(KS + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
+            kz_i = tl.load(KZ + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
+            qk = tl.sum(tl.sum(kc * q5, axis=4) * ks_i[None, :, :, :], axis=1)
+            qk += tl.sum(qs_i[:, :, None, None] * kz_i[None, :, :, :], axis=1)
+        qk = tl.where(nm[None, :, :], qk * scale_log2, float("-inf"))
         # ---- online softmax with lazy rescaling: keep the old max unless it grew by more than TAU
         # (log2 units); p then stays <= 2^TAU, and the accumulators are rescaled only on those tiles.
-        m_new = tl.maximum(m, tl.max(qk, axis=1))
+        m_new = tl.maximum(m, tl.max(tl.max(qk, axis=2), axis=1))
         if tl.max(m_new - m, axis=0) > TAU:
             alpha = tl.exp2(m - m_new)
             acc = acc * alpha[:, None, None, None]
@@ -97,21 +101,23 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
             else:
                 z3 = z3 * alpha[:, None, None]
             m = m_new
-        p = tl.exp2(qk - m[:, None])  # [GP, BN]
-        l2 += p
-        # ---- o [GP, 16, BN, W] += (p s) c ; zero term
-        vc = ((vw[None, None, :, :] >> sh4) & 3).to(tl.float32)
+        p = tl.exp2(qk - m[:, None, None])  # [GP, R, BN]
+        l2 += tl.sum(p, axis=1)
+        # ---- o [GP, 16, BN, W] += sum_r (p s) c ; zero term
+        vc = ((vw[None, None, :, :, :] >> sh5) & 3).to(tl.float32)
         if NG == 1:
             vs = tl.load(VS + srow, mask=nm, other=0.0).to(tl.float32)
             vz = tl.load(VZ + srow, mask=nm, other=0.0).to(tl.float32)
-            acc += (p * vs[None, :])[:, None, :, None] * vc
-            z2 += p * vz[None, :]
+            ps = p * vs[None, :, :]
+            acc += tl.sum(ps[:, None, :, :, None] * vc, axis=2)
+            z2 += tl.sum(p * vz[None, :, :], axis=1)
         else:
-            sidx = srow[None, :] + ((i // 4) // PPG)[:, None]
-            vs_i = tl.load(VS + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
-            vz_i = tl.load(VZ + sidx, mask=nm[None, :], other=0.0).to(tl.float32)
-            acc += (p[:, None, :] * vs_i[None, :, :])[:, :, :, None] * vc
-            z3 += p[:, None, :] * vz_i[None, :, :]
+            sidx = srow[None, :, :] + ((i // 4) // PPG)[:, None, None]
+            vs_i = tl.load(VS + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
+            vz_i = tl.load(VZ + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
+            ps = p[:, None, :, :] * vs_i[None, :, :, :]  # [GP, 16, R, BN]
+            acc += tl.sum(ps[:, :, :, :, None] * vc, axis=2)
+            z3 += tl.sum(p[:, None, :, :] * vz_i[None, :, :, :], axis=2)
     l = tl.sum(l2, axis=1)
     o = tl.sum(acc, axis=2)  # [GP, 16, W]
     if NG == 1:
@@ -136,7 +142,7 @@ def decode_stage1_fma_kernel(
     n_hp_splits, n_q_splits, osp0, scale_log2,
     HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
     BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, HP_DT: tl.constexpr, TAU: tl.constexpr,
-    WITH_HP: tl.constexpr = True,
+    R: tl.constexpr = 1, STAGES: tl.constexpr = 1, WITH_HP: tl.constexpr = True,
 ):
     # INT2 splits first in the grid: they are the long ones, so they start in the first wave.
     pid = tl.program_id(0)
@@ -146,7 +152,7 @@ def decode_stage1_fma_kernel(
     if sp < n_q_splits:
         _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
                         Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
-                        b, kvh, sp, osp0 + sp, n_q_splits, scale_log2, G, GP, D, NG, BS, BN_Q, TAU)
+                        b, kvh, sp, osp0 + sp, n_q_splits, scale_log2, G, GP, D, NG, BS, BN_Q, R, TAU, STAGES)
     elif WITH_HP:
         _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, HP_BT, s_hbt, HP_LEN, O, LSE, s_ob, s_oh, s_os,
                   b, kvh, sp - n_q_splits, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, HP_DT, HP_DT)
@@ -154,7 +160,7 @@ def decode_stage1_fma_kernel(
 
 def decode_attention_triton_fma(
     q, pool, meta, sm_scale: float, *, out=None, block_n: int = 16, block_n_hp: int = 64,
-    num_warps: int = 4, num_stages: int = 1, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0,
+    num_warps: int = 4, num_stages: int = 4, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0, rows: int = 1,
     n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None, merge_warps: int = 4,
     separate_hp: bool = True,
 ):
@@ -211,7 +217,7 @@ def decode_attention_triton_fma(
             meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
             o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
             n_hp_splits, n_q_splits, n_hp_splits if sep else 0, sm_scale * 1.4426950408889634,
-            GP=triton.next_power_of_2(G), BN_Q=block_n, TAU=tau, WITH_HP=not sep,
+            GP=triton.next_power_of_2(G), BN_Q=block_n, R=rows, TAU=tau, STAGES=num_stages, WITH_HP=not sep,
             num_warps=num_warps, num_stages=num_stages, **common,
         )
     else:
