@@ -74,7 +74,7 @@ def pick(grid, errors: torch.Tensor) -> float:
 
 
 class KeyClipSearch:
-    """Streaming K search (pass 2): the K rotation and C_Q are final after pass 1."""
+    """K search: the K rotation and C_Q are final after pass 1; ``update`` takes K rows in batches."""
 
     def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid):
         self.rot, self.base, self.grid = rot, base, tuple(grid)
