@@ -50,6 +50,11 @@ def test_calibrate_eval_inspect(tiny_ckpt, tmp_path, capsys):
     assert bf16["kl"] == 0 and bf16["top1"] == 1 and bf16["bits_per_element"] == 16
     assert plot.stat().st_size > 10_000
     assert "| oscar |" in capsys.readouterr().out
+    spectra = tmp_path / "spectra.png"
+    assert main(["inspect", str(rot), "--plot", str(spectra), "--json", str(tmp_path / "i.json")]) == 0
+    assert "| layer |" in capsys.readouterr().out and spectra.stat().st_size > 10_000
+    info = json.loads((tmp_path / "i.json").read_text())
+    assert len(info["layers"]) == 2
 
 
 def test_errors_are_one_line_messages(tiny_ckpt, tmp_path, capsys):

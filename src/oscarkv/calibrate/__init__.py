@@ -3,7 +3,7 @@
 from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
 from .clip import DEFAULT_CLIP_GRID
 from .core import LEVELS, calibrate, make_batches
-from .inspect import inspect_rotations, plot_spectra
+from .inspect import format_inspect, inspect_rotations, plot_spectra
 from .lloyd import fit_levels, fit_layer_levels
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "capture_qkv",
     "fit_layer_levels",
     "fit_levels",
+    "format_inspect",
     "inspect_rotations",
     "plot_spectra",
     "make_batches",

@@ -157,3 +157,35 @@ def plot_spectra(info: dict, path) -> str:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return str(path)
+
+
+def format_inspect(info: dict) -> str:
+    """Markdown table, one row per layer: top-1/4 variance fractions, effective rank, group imbalance
+    (eigen order vs bit-reversed, smallest group size) and clip ratios, for K and V."""
+    g = str(min(info["group_sizes"])) if info["group_sizes"] else None
+    lines = [
+        f"{info['meta'].get('model_id', '?')}: {info['num_layers']} layers, head_dim {info['head_dim']}, "
+        f"composition {info['meta'].get('composition', '?')}, {info['meta'].get('calib_tokens', '?')} calibration tokens",
+        "",
+        f"| layer | K top1 | K top4 | K eff. rank | V top1 | V top4 | V eff. rank | K imbalance G={g} eig→br | K clip | V clip |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def first(entry, kind):
+        rs = [r for r in entry[kind]["rotations"] if r.get("eigenvalues") is not None]
+        return rs[0] if rs else None
+
+    fmt = lambda x: "–" if x is None else f"{x:.2f}"  # noqa: E731
+    for e in info["layers"]:
+        k, v = first(e, "k"), first(e, "v")
+        cells = [str(e["layer"])]
+        for r in (k, v):
+            if r is None:
+                cells += ["–"] * 3
+            else:
+                cells += [fmt(r["top_fraction"].get("1")), fmt(r["top_fraction"].get("4")), f"{r['effective_rank']:.1f}"]
+        imb = k["imbalance"].get(g) if (k and g) else None
+        cells.append("–" if not imb else f"{imb['eigenbasis']:.2f}→{imb['bit_reversed']:.2f}")
+        cells += [fmt(e["k"]["clip"]) if e["k"]["clip"] else "off", fmt(e["v"]["clip"]) if e["v"]["clip"] else "off"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

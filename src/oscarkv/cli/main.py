@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args) or 0
+    except BrokenPipeError:  # e.g. `oscar-kv inspect ROT | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("oscar-kv: interrupted", file=sys.stderr)
         return 130
