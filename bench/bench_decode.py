@@ -291,8 +291,9 @@ def main():
     if a.fma and a.fma_sweep:
         fgrid = [dict(kernel="fma", block_n=bn, num_warps=w, num_stages=st, ctas_per_sm=c, rows=r)
                  for bn, w, st, c, r in ((16, 4, 4, 4, 1), (16, 4, 4, 8, 1), (16, 4, 4, 16, 1), (16, 4, 1, 8, 1),
-                                         (16, 4, 8, 8, 1), (4, 1, 4, 16, 1), (4, 1, 4, 32, 1), (8, 2, 4, 16, 1),
+                                         (16, 4, 8, 8, 1), (4, 1, 4, 32, 1), (8, 2, 4, 16, 1),
                                          (32, 8, 4, 8, 1), (16, 4, 4, 8, 2))]
+        fgrid.append(dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8, magic=True))
         fgrid.append(dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8, separate_hp=False))
         if SMOKE:
             fgrid = [dict(kernel="fma", block_n=4, num_warps=1, num_stages=2, ctas_per_sm=2)]

@@ -74,7 +74,7 @@ if __name__ == "__main__":
     base = dict(HKV=8, G=4, D=128, NG=1, BS=16, BN_HP=64, BH=16)
     if a.which in ("fma", "all"):
         for bn, w in ((16, 4), (8, 2), (4, 1), (32, 4)):
-            c = dict(base, GP=4, BN_Q=bn, HP_DT=tl.bfloat16, TAU=8.0, R=int(os.environ.get("R", "1")), STAGES=int(os.environ.get("STAGES", "1")), WITH_HP=os.environ.get('WITH_HP', '1') == '1')
+            c = dict(base, GP=4, BN_Q=bn, HP_DT=tl.bfloat16, TAU=8.0, R=int(os.environ.get("R", "1")), MAGIC=os.environ.get("MAGIC", "1") == "1", STAGES=int(os.environ.get("STAGES", "1")), WITH_HP=os.environ.get('WITH_HP', '1') == '1')
             k, md = compile_one(tf.decode_stage1_fma_kernel, c, w, int(os.environ.get("STAGES", "1")), a.dump, f"fma_bn{bn}_w{w}")
             print(f"fma BN={bn} warps={w}: {ptxas_info(k)}", flush=True)
     if a.which in ("mma", "all"):

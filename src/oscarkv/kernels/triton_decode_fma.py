@@ -25,11 +25,25 @@ from .triton_decode import (_hp_split, _interpreting, _TORCH2TL, choose_splits, 
 
 
 @triton.jit
+def _unpack(x, sh, MAGIC: tl.constexpr):
+    """Codes of int32 words ``x`` at bit offsets ``sh`` as fp32.
+
+    MAGIC: returns 1 + c/4 built from bits (0x3F800000 | c << 21: shift, shift, and/or), no int->float
+    convert; the caller removes the 1 and the 1/4 after the sums. Else c itself (shift, and, convert).
+    """
+    xu = x.to(tl.uint32, bitcast=True)
+    if MAGIC:
+        return ((((xu >> sh) & 3) << 21) | 0x3F800000).to(tl.float32, bitcast=True)
+    else:
+        return ((xu >> sh) & 3).to(tl.float32)
+
+
+@triton.jit
 def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
                     BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
                     b, kvh, sp, osp, nsplit, scale_log2,
                     G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
-                    BN: tl.constexpr, R: tl.constexpr, TAU: tl.constexpr, STAGES: tl.constexpr):
+                    BN: tl.constexpr, R: tl.constexpr, TAU: tl.constexpr, STAGES: tl.constexpr, MAGIC: tl.constexpr):
     # Tensors are [GP heads, 16 (plane p, byte t), R, BN, W words]: element (g, i, r, j, w) is dim
     # d = p*D/4 + 4w + t of token n0 + r*BN + j, i = 4p + t, i.e. bits 8t + 2p of int32 word w of the
     # packed row. Triton spreads W then BN over lanes and warps; i and r stay in-thread. So a lane owns
@@ -51,7 +65,9 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
     qp = Q + b * s_qb + heads[:, None, None] * s_qh + d_iw[None, :, :]
     q3 = tl.load(qp, mask=hmask[:, None, None], other=0.0).to(tl.float32)  # [GP, 16, W]
     q5 = q3[:, :, None, None, :]  # [GP, 16, 1, 1, W]
-    sh5 = shift[None, :, None, None, None]
+    sh5 = shift[None, :, None, None, None].to(tl.uint32)
+    CS: tl.constexpr = 4.0 if MAGIC else 1.0  # code = CS * (f - OFF)
+    OFF: tl.constexpr = 1.0 if MAGIC else 0.0
     rj = tl.arange(0, R)[:, None] * BN + tl.arange(0, BN)[None, :]  # [R, BN] token offsets in a tile
     L = tl.load(LENS + b)
     per = tl.cdiv(tl.cdiv(L, nsplit), TN) * TN
@@ -63,9 +79,11 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
     if NG == 1:
         qsum = tl.sum(tl.sum(q3, axis=2), axis=1)  # [GP]
         z2 = tl.zeros((GP, BN), tl.float32)
+        s2 = tl.zeros((GP, BN), tl.float32)  # sum_n p_n s_n (MAGIC offset of V)
     else:
         qs_i = tl.sum(q3, axis=2)  # [GP, 16]
         z3 = tl.zeros((GP, 16, BN), tl.float32)
+        s3 = tl.zeros((GP, 16, BN), tl.float32)
     for n0 in tl.range(start, end, TN, num_stages=STAGES):
         n = n0 + rj
         nm = n < end
@@ -75,18 +93,20 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
         srow = blk * s_sn + kvh * s_sh + off * s_sb
         kw = tl.load(KW + wrow[:, :, None] + w[None, None, :], mask=nm[:, :, None], other=0)  # [R, BN, W]
         vw = tl.load(VW + wrow[:, :, None] + w[None, None, :], mask=nm[:, :, None], other=0)
-        kc = ((kw[None, None, :, :, :] >> sh5) & 3).to(tl.float32)  # [1, 16, R, BN, W]
+        kc = _unpack(kw[None, None, :, :, :], sh5, MAGIC)  # [1, 16, R, BN, W]
         # ---- logits [GP, R, BN]
         if NG == 1:
             ks = tl.load(KS + srow, mask=nm, other=0.0).to(tl.float32)
             kz = tl.load(KZ + srow, mask=nm, other=0.0).to(tl.float32)
             dot = tl.sum(tl.sum(kc * q5, axis=1), axis=3)
+            dot = CS * (dot - OFF * qsum[:, None, None])
             qk = dot * ks[None, :, :] + qsum[:, None, None] * kz[None, :, :]
         else:
             sidx = srow[None, :, :] + ((i // 4) // PPG)[:, None, None]  # [16, R, BN]
             ks_i = tl.load(KS + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
             kz_i = tl.load(KZ + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
-            qk = tl.sum(tl.sum(kc * q5, axis=4) * ks_i[None, :, :, :], axis=1)
+            dot_i = CS * (tl.sum(kc * q5, axis=4) - OFF * qs_i[:, :, None, None])  # [GP, 16, R, BN]
+            qk = tl.sum(dot_i * ks_i[None, :, :, :], axis=1)
             qk += tl.sum(qs_i[:, :, None, None] * kz_i[None, :, :, :], axis=1)
         qk = tl.where(nm[None, :, :], qk * scale_log2, float("-inf"))
         # ---- online softmax with lazy rescaling: keep the old max unless it grew by more than TAU
@@ -98,19 +118,23 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
             l2 = l2 * alpha[:, None]
             if NG == 1:
                 z2 = z2 * alpha[:, None]
+                s2 = s2 * alpha[:, None]
             else:
                 z3 = z3 * alpha[:, None, None]
+                s3 = s3 * alpha[:, None, None]
             m = m_new
         p = tl.exp2(qk - m[:, None, None])  # [GP, R, BN]
         l2 += tl.sum(p, axis=1)
         # ---- o [GP, 16, BN, W] += sum_r (p s) c ; zero term
-        vc = ((vw[None, None, :, :, :] >> sh5) & 3).to(tl.float32)
+        vc = _unpack(vw[None, None, :, :, :], sh5, MAGIC)
         if NG == 1:
             vs = tl.load(VS + srow, mask=nm, other=0.0).to(tl.float32)
             vz = tl.load(VZ + srow, mask=nm, other=0.0).to(tl.float32)
             ps = p * vs[None, :, :]
             acc += tl.sum(ps[:, None, :, :, None] * vc, axis=2)
             z2 += tl.sum(p * vz[None, :, :], axis=1)
+            if MAGIC:
+                s2 += tl.sum(ps, axis=1)
         else:
             sidx = srow[None, :, :] + ((i // 4) // PPG)[:, None, None]
             vs_i = tl.load(VS + sidx, mask=nm[None, :, :], other=0.0).to(tl.float32)
@@ -118,11 +142,17 @@ def _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_s
             ps = p[:, None, :, :] * vs_i[None, :, :, :]  # [GP, 16, R, BN]
             acc += tl.sum(ps[:, :, :, :, None] * vc, axis=2)
             z3 += tl.sum(p[:, None, :, :] * vz_i[None, :, :, :], axis=2)
+            if MAGIC:
+                s3 += tl.sum(ps, axis=2)
     l = tl.sum(l2, axis=1)
     o = tl.sum(acc, axis=2)  # [GP, 16, W]
     if NG == 1:
+        if MAGIC:
+            o = CS * (o - tl.sum(s2, axis=1)[:, None, None])
         o += tl.sum(z2, axis=1)[:, None, None]
     else:
+        if MAGIC:
+            o = CS * (o - tl.sum(s3, axis=2)[:, :, None])
         o += tl.sum(z3, axis=2)[:, :, None]
     ok = l > 0
     inv = 1.0 / tl.where(ok, l, 1.0)
@@ -142,7 +172,7 @@ def decode_stage1_fma_kernel(
     n_hp_splits, n_q_splits, osp0, scale_log2,
     HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
     BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, HP_DT: tl.constexpr, TAU: tl.constexpr,
-    R: tl.constexpr = 1, STAGES: tl.constexpr = 1, WITH_HP: tl.constexpr = True,
+    R: tl.constexpr = 1, STAGES: tl.constexpr = 1, MAGIC: tl.constexpr = True, WITH_HP: tl.constexpr = True,
 ):
     # INT2 splits first in the grid: they are the long ones, so they start in the first wave.
     pid = tl.program_id(0)
@@ -152,7 +182,7 @@ def decode_stage1_fma_kernel(
     if sp < n_q_splits:
         _fma_int2_split(Q, s_qb, s_qh, KW, VW, KS, KZ, VS, VZ, s_wn, s_wh, s_wb, s_sn, s_sh, s_sb,
                         Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
-                        b, kvh, sp, osp0 + sp, n_q_splits, scale_log2, G, GP, D, NG, BS, BN_Q, R, TAU, STAGES)
+                        b, kvh, sp, osp0 + sp, n_q_splits, scale_log2, G, GP, D, NG, BS, BN_Q, R, TAU, STAGES, MAGIC)
     elif WITH_HP:
         _hp_split(Q, s_qb, s_qh, KH, VH, s_hn, s_hh, s_hb, HP_BT, s_hbt, HP_LEN, O, LSE, s_ob, s_oh, s_os,
                   b, kvh, sp - n_q_splits, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, HP_DT, HP_DT)
@@ -160,7 +190,7 @@ def decode_stage1_fma_kernel(
 
 def decode_attention_triton_fma(
     q, pool, meta, sm_scale: float, *, out=None, block_n: int = 16, block_n_hp: int = 64,
-    num_warps: int = 4, num_stages: int = 4, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0, rows: int = 1,
+    num_warps: int = 4, num_stages: int = 4, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0, rows: int = 1, magic: bool = False,
     n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None, merge_warps: int = 4,
     separate_hp: bool = True,
 ):
@@ -217,7 +247,7 @@ def decode_attention_triton_fma(
             meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
             o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
             n_hp_splits, n_q_splits, n_hp_splits if sep else 0, sm_scale * 1.4426950408889634,
-            GP=triton.next_power_of_2(G), BN_Q=block_n, R=rows, TAU=tau, STAGES=num_stages, WITH_HP=not sep,
+            GP=triton.next_power_of_2(G), BN_Q=block_n, R=rows, TAU=tau, STAGES=num_stages, MAGIC=magic, WITH_HP=not sep,
             num_warps=num_warps, num_stages=num_stages, **common,
         )
     else:
