@@ -95,6 +95,7 @@ FMA_CASES = [
     (64, 4, [3, 77, 140], 16, dict(block_n=8, num_warps=1, n_q_splits=3)),
     (128, 4, [50, 201], None, dict(block_n=16, num_warps=4, separate_hp=False)),
     (128, 8, [97, 24, 160], 64, dict(block_n=8, num_warps=2, rows=2, n_q_splits=5, n_hp_splits=2)),
+    (128, 4, [40, 300], None, {}),  # launcher defaults (the sweep winner)
 ]
 
 

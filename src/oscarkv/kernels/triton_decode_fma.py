@@ -9,9 +9,17 @@ tile through shared memory into operand layout; it ran at 168 registers and ~30 
     logits[g, n] = s_n * sum_p sum_j q_p[g, j] c_p[n, j] + z_n * sum_d q[g, d]        (one group, NG == 1)
     o_p[g, j]   += sum_n (p[g, n] s_n) c_p[n, j],     zsum[g] += sum_n p[g, n] z_n
 
-with c_p the codes of bit plane p (dims p*d/4 .. (p+1)*d/4 - 1, quartered packing), computed as
-[G, BLOCK_N, d/4] products reduced with tl.sum. With one group the four planes of K are summed before
-the reduction, so K needs one reduction per tile. With several groups each plane is scaled separately.
+with c_p the codes of bit plane p (dims p*d/4 .. (p+1)*d/4 - 1, quartered packing), as broadcast
+products reduced with tl.sum (layout in ``_fma_int2_split``). Loads go through ``tl.range(num_stages=)``
+(cp.async into shared memory), and the online softmax rescales lazily (only when the max grows by > tau).
+
+Measured (BENCHMARKS.md, "CUDA-core variant", H200, triton 3.6): correct (same error as the MMA
+kernel against fp64), but 0.48-0.66x the MMA kernel's speed at every shape tried (4K-128K, batch 1-32),
+so ``decode_attention(kernel="auto")`` does not pick it. It is instruction-bound: a lane owns one
+4-byte word (16 codes) of one token, and Triton's code spends ~650 SASS instructions per lane and token
+(8 lanes per token: ~41 issue cycles per (token, KV head) vs ~30 measured for the MMA kernel; fp32 FMAs
+alone are 1024 per (token, KV head) with G = 4, i.e. >= 8 cycles, before unpack and softmax). Defaults =
+the sweep winner (block_n 4, 1 warp, 4 stages, 32 CTAs per SM worth of splits).
 """
 
 from __future__ import annotations
@@ -189,8 +197,8 @@ def decode_stage1_fma_kernel(
 
 
 def decode_attention_triton_fma(
-    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 16, block_n_hp: int = 64,
-    num_warps: int = 4, num_stages: int = 4, min_split_tokens: int = 256, ctas_per_sm: int = 8, tau: float = 8.0, rows: int = 1, magic: bool = False,
+    q, pool, meta, sm_scale: float, *, out=None, block_n: int = 4, block_n_hp: int = 64,
+    num_warps: int = 1, num_stages: int = 4, min_split_tokens: int = 256, ctas_per_sm: int = 32, tau: float = 8.0, rows: int = 1, magic: bool = False,
     n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None, merge_warps: int = 4,
     separate_hp: bool = True,
 ):
