@@ -3,6 +3,9 @@
 Run on the GPU machine from the repo root:
 
     PYTHONPATH=src python3 bench/bench_decode.py --out $OUT/bench.json
+    PYTHONPATH=src python3 bench/bench_decode.py --fma --fma-sweep --no-append --no-bf16paged --out $OUT/bench.json
+
+``--fma`` also times the CUDA-core INT2 kernel (``decode_attention(kernel="fma")``) at every point.
 
 Shape: Qwen3-8B attention (32 query heads, 8 KV heads, head_dim 128), sink 64 + recent 256 in BF16,
 the rest INT2 (group 128, fp16 scale/zero), block_size 16 with shuffled block tables.
