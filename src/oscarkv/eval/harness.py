@@ -95,7 +95,7 @@ def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residua
         for end in [score_from, *range(score_from + chunk, t, chunk), t]:
             if end <= pos:
                 continue
-            out = model(ids[:, pos:end], past_key_values=cache, use_cache=True)
+            out = model(ids[:, pos:end], cache=cache, use_cache=True)
             outs.append(out.logits)
             pos = end
     return torch.cat(outs, dim=1)
