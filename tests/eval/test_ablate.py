@@ -64,7 +64,8 @@ def _check(res, n_rows=None):
 
 def test_rotation(ab, tmp_path):
     res = run_one(ab, "rotation")
-    _check(res, 11)
+    _check(res, 12)
+    assert "[clip off]" in format_ablation(res)
     by = {(r["composition"], r["series"]): r for r in res["rows"]}
     # at group == head_dim the bit-reversal permutation is a no-op (only float rounding differs)
     assert by[("u_h", "clip off")]["kl"] == pytest.approx(by[("u_h_pbr", "clip off")]["kl"], rel=1e-3, abs=1e-6)
@@ -75,7 +76,7 @@ def test_rotation(ab, tmp_path):
 
 
 def test_clipping_windows_group(ab, tmp_path):
-    _check(run_one(ab, "clipping"), 5)
+    _check(run_one(ab, "clipping"), 6)
     w = run_one(ab, "windows", sizes=(0, 8))
     _check(w, 8)
     # more BF16 tokens, more bits per element
@@ -117,7 +118,7 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
     args = SimpleNamespace(model="tiny", what="clipping,levels", context=96, calib_tokens=128, out_dir=str(tmp_path))
     ablate.run_ablations(args)
     res = json.loads((tmp_path / "clipping.json").read_text())
-    assert res["model"] == "tiny" and len(res["rows"]) == 5
+    assert res["model"] == "tiny" and len(res["rows"]) == 6
     assert (tmp_path / "clipping.png").exists()
     assert "### clipping" in (tmp_path / "summary.md").read_text()
     with pytest.raises(ValueError, match="unknown ablation"):

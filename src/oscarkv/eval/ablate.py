@@ -59,20 +59,23 @@ class Ablator:
         self._rots: dict = {}
 
     # ------------------------------------------------------------ calibration
-    def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128) -> RotationSet:
-        """OSCAR rotations (u_h_pbr, fitted clip, Lloyd-Max levels when available), memoized."""
+    def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128,
+                  composition: str = "u_h_pbr", per_head: bool = False) -> RotationSet:
+        """Calibrated rotations (fitted clip, Lloyd-Max levels when available), memoized."""
         from ..calibrate import LEVELS, calibrate
 
         tokens = tokens or self.calib_tokens
-        key = (source, tokens, group_size)
+        key = (source, tokens, group_size, composition, per_head)
         if key not in self._rots:
             ids = self.calib[source]
             if ids.numel() < tokens:
                 raise ValueError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
             t = time.time()
             rs = calibrate(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens), group_size=group_size,
-                           levels="lloyd-max" if "lloyd-max" in LEVELS else "uniform", progress=self.progress)
-            _log(f"calibrated on {tokens} tokens of {source} (group {group_size}) in {time.time() - t:.0f} s")
+                           composition=composition, per_head=per_head, progress=self.progress,
+                           levels="lloyd-max" if "lloyd-max" in LEVELS else "uniform")
+            _log(f"calibrated {composition}{' per head' if per_head else ''} on {tokens} tokens of {source} "
+                 f"(group {group_size}) in {time.time() - t:.0f} s")
             self._rots[key] = rs
         return self._rots[key]
 
@@ -148,6 +151,9 @@ def ablate_rotation(ab: Ablator) -> dict:
     for comp, clip in _bar(ab, jobs, "rotation"):
         rows.append(ab.score(COMPOSITION_LABELS[comp], _oscar(clip=clip), ab.composition(comp),
                              composition=comp, series=f"clip {clip}"))
+    # the option beyond the paper: one rotation per KV head (its own calibration)
+    rows.append(ab.score("U.H.P_br per KV head", _oscar(clip="fitted"), ab.rotations(per_head=True),
+                         composition="u_h_pbr", series="clip fitted", per_head=True))
     return {"name": "rotation", "setting": PURE, "rows": rows,
             "notes": ["All variants come from one calibration (U recovered from R = U.H.P_br).",
                       "clip default = the paper's 0.96 (K) / 0.92 (V); fitted ratios were fitted for U.H.P_br.",
@@ -162,11 +168,16 @@ def ablate_clipping(ab: Ablator) -> dict:
     for name, clip in _bar(ab, jobs, "clipping"):
         m = make_method(name, sink=0, recent=0, clip=clip)
         rows.append(ab.score(f"{name}, clip {clip}", m, rot if name == "oscar" else None, series=name, clip=clip))
+    # control: is the gain of fitted clipping OSCAR's, or would Hadamard get it too? (own calibration)
+    rows.append(ab.score("hadamard, clip fitted", _oscar(clip="fitted"), ab.rotations(composition="h"),
+                         series="hadamard", clip="fitted"))
     k, v = ab.rotations().k_clip, ab.rotations().v_clip
     return {"name": "clipping", "setting": PURE, "rows": rows,
             "fitted_clip": {"k": [round(float(x), 3) for x in k], "v": [round(float(x), 3) for x in v]},
             "notes": ["off: min/max of each row; default: 0.96 / 0.92 (spec section 2); "
-                      "fitted: per-layer ratios from the calibration grid (1.0 = off)."]}
+                      "fitted: per-layer ratios from the calibration grid (1.0 = off).",
+                      "hadamard, clip fitted: the data-free H with ratios fitted for H by the same calibration "
+                      "code (composition 'h')."]}
 
 
 def ablate_windows(ab: Ablator, sizes=(0, 16, 64, 256)) -> dict:
@@ -297,8 +308,10 @@ def format_ablation(res: dict) -> str:
     out = [f"### {res['name']}", "", f"{res.get('setting', '')}; context {res.get('context')}, "
            f"{res.get('scored_tokens')} scored tokens, BF16 ppl {bf16:.3f}", "",
            "| variant | bits/elem | ppl | Δppl vs bf16 | KL vs bf16 | top-1 agree |", "|---|---:|---:|---:|---:|---:|"]
+    multi = len({r["series"] for r in res["rows"]}) > 1
     for r in res["rows"]:
-        out.append(f"| {r['variant']} | {r['bits_per_element']:.2f} | {r['ppl']:.3f} | "
+        label = r["variant"] + (f" [{r['series']}]" if multi and r["series"] not in r["variant"] else "")
+        out.append(f"| {label} | {r['bits_per_element']:.2f} | {r['ppl']:.3f} | "
                    f"{100 * (r['ppl'] / bf16 - 1):+.1f}% | {r['kl']:.4f} | {100 * r['top1']:.1f}% |")
     out += [""] + [f"- {n}" for n in res.get("notes", [])] + [""]
     return "\n".join(out)
