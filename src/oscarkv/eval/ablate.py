@@ -327,6 +327,15 @@ def run_one(ab: Ablator, name: str, **kw) -> dict:
     return res
 
 
+def write_summary(out: Path, model_id: str) -> Path:
+    """summary.md from every <name>.json in ``out`` (so a re-run of some ablations keeps the others)."""
+    import json
+
+    found = [json.loads((out / f"{n}.json").read_text()) for n in ABLATIONS if (out / f"{n}.json").exists()]
+    (out / "summary.md").write_text("\n".join([f"# Ablations — {model_id}", ""] + [format_ablation(r) for r in found]))
+    return out / "summary.md"
+
+
 def run_ablations(args) -> dict:
     """CLI entry: args.model, args.what (comma list), args.context, args.calib_tokens, args.out_dir.
     Optional args.calib_sizes (list of ints) for the calib-size ablation."""
@@ -357,7 +366,6 @@ def run_ablations(args) -> dict:
         else:
             plot_ablation(res, out / f"{name}.png")
             _log(f"{name}: wrote {out / name}.json/.png ({res['seconds']:.0f} s)")
-        summary = [f"# Ablations — {lm.model_id}", ""] + [format_ablation(r) for r in results.values()]
-        (out / "summary.md").write_text("\n".join(summary))  # rewritten after each, partial runs keep results
+        write_summary(out, lm.model_id)  # after each ablation, so an interrupted run keeps its results
     print("\n".join(format_ablation(r) for r in results.values()))
     return results
