@@ -190,7 +190,8 @@ def ablate_windows(ab: Ablator, sizes=(0, 16, 64, 256)) -> dict:
         rows.append(ab.score(f"{name}, {which} {s}", m, rot if name == "oscar" else None,
                              series=f"{name}, vary {which}", x=s, sink=sink, recent=recent))
     return {"name": "windows", "setting": "BF16 windows varied one at a time (the other is 0)", "rows": rows,
-            "notes": ["Windows are BF16 tokens: bits per element rise with them (see bits_per_element).",
+            "notes": ["Methods as in the registry: hadamard without clipping, oscar with its fitted clip.",
+                      "Windows are BF16 tokens: bits per element rise with them (see bits_per_element).",
                       f"Scored positions start at {ab.score_from}, so a recent window of r tokens keeps the "
                       "last r tokens of every scored query's context in BF16."]}
 
@@ -200,22 +201,27 @@ def ablate_group(ab: Ablator, sizes=(32, 64)) -> dict:
     jobs = [(g, v) for g in sizes for v in ("naive", "hadamard", "u_h", "u_h_pbr")]
     for g, v in _bar(ab, jobs, "group"):
         if v in ("naive", "hadamard"):
-            m, rot, label = make_method(v, sink=0, recent=0, group_size=g), None, v
-        else:  # fixed clip ratios: the fitted ones were fitted for the calibration's group size
+            m, rot, label = make_method(v, sink=0, recent=0, group_size=g, clip="default"), None, v
+        else:  # fixed clip ratios for all: the fitted ones were fitted for the calibration's group size
             m, rot = _oscar(group_size=g, clip="default"), ab.composition(v)
             label = "oscar " + ("U.H.P_br" if v == "u_h_pbr" else "U.H (no P_br)")
         rows.append(ab.score(f"{label}, G={g}", m, rot, series=label, x=g, group_size=g))
     d = ab.rotations().head_dim
-    return {"name": "group", "setting": PURE + ", oscar rows with the default clip 0.96 / 0.92", "rows": rows,
+    return {"name": "group", "setting": PURE + ", every row with the default clip 0.96 / 0.92", "rows": rows,
             "notes": [f"head_dim is {d}: a group of 128 is clamped to {d}, so G=128 == G={d} on this model.",
                       "P_br spreads the largest-eigenvalue directions over different groups; it can only "
                       "matter when G < head_dim."]}
 
 
+def _hadamard_reference(ab: Ablator) -> dict:
+    return ab.score("hadamard (data-free, clip 0.96/0.92)", make_method("hadamard", sink=0, recent=0, clip="default"),
+                    series="hadamard")
+
+
 def ablate_calib_size(ab: Ablator, sizes=(1024, 4096, 16384)) -> dict:
     avail = ab.calib["pydoc-calib"].numel()
     sizes = sorted({min(s, avail) for s in sizes})
-    rows = [ab.score("hadamard (data-free)", make_method("hadamard", sink=0, recent=0), series="hadamard")]
+    rows = [_hadamard_reference(ab)]
     for n in _bar(ab, sizes, "calib-size"):
         rows.append(ab.score(f"oscar, {n} calib tokens", _oscar(), ab.rotations(tokens=n), series="oscar", x=n))
     return {"name": "calib-size", "setting": PURE, "rows": rows,
@@ -223,7 +229,7 @@ def ablate_calib_size(ab: Ablator, sizes=(1024, 4096, 16384)) -> dict:
 
 
 def ablate_calib_domain(ab: Ablator, other: str = "stdlib-docstrings") -> dict:
-    rows = [ab.score("hadamard (data-free)", make_method("hadamard", sink=0, recent=0), series="hadamard")]
+    rows = [_hadamard_reference(ab)]
     for src in _bar(ab, ["pydoc-calib", other], "calib-domain"):
         rows.append(ab.score(f"oscar, calibrated on {src}", _oscar(), ab.rotations(src), series="oscar", calib_data=src))
     return {"name": "calib-domain", "setting": PURE + "; evaluated on pydoc-eval", "rows": rows,
