@@ -130,7 +130,8 @@ def cmd_run(a) -> int:
     for label, sink, recent in configs:
         _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
         methods = parse_methods(names, sink=sink, recent=recent)
-        res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, peers, recent, reference)
+        table_peers = peers if (sink or recent or a.pure_peers) else ()
+        res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
                    calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit)
         slug = "results" if sink or recent else "results_pure_int2"

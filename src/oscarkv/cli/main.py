@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calib-tokens", type=int, default=8192)
     r.add_argument("--no-peers", action="store_true", help="skip transformers' quanto/hqq rows")
     r.add_argument("--no-pure", action="store_true", help="skip the pure-INT2 (no windows) table")
+    r.add_argument("--pure-peers", action="store_true",
+                   help="also run quanto/hqq in the pure-INT2 table (slow: with residual_length=0 they "
+                        "re-quantize the whole cache at every chunk, ~10 min more on 2 cores)")
 
     i = sub.add_parser("inspect", help="eigen-spectra, variance spread and clip ratios of a rotation file")
     i.add_argument("rotations")
