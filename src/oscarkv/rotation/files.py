@@ -143,7 +143,8 @@ class RotationSet:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         os.close(fd)
         try:
-            save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=meta_str)
+            # clone: K and V may be the same tensor (e.g. Hadamard for both), which safetensors refuses
+            save_file({k: v.detach().clone().contiguous() for k, v in tensors.items()}, tmp, metadata=meta_str)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
