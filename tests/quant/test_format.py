@@ -101,6 +101,8 @@ def test_bad_config_messages():
         QuantConfig(scale_dtype="int8")
     with pytest.raises(ValueError, match="sorted"):
         QuantConfig(levels=(0, 2, 1, 3))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        quantize(torch.tensor([[1.0, float("nan"), 0.0, 2.0]]), QuantConfig(group_size=4))
 
 
 def test_effective_bits_matches_paper():

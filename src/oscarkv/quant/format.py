@@ -169,6 +169,10 @@ def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
     d = x.shape[-1]
     g = cfg.group(d)
     sdt = _dtype(cfg.scale_dtype)
+    if not torch.isfinite(x).all():
+        # min/max of a group with a NaN/inf is NaN/inf: every code and scale would be garbage
+        raise ValueError("cannot quantize K/V rows containing NaN or inf; the model produced non-finite "
+                         "activations (try float32 instead of float16/bfloat16)")
     xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
     xg = xf.reshape(*xf.shape[:-1], d // g, g)
     lo = xg.amin(-1)
