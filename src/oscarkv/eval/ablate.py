@@ -282,7 +282,11 @@ def plot_ablation(res: dict, path) -> Path:
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_xlabel({"windows": "window size (tokens)", "calib-size": "calibration tokens"}[res["name"]])
         ax.set_ylabel("KL(BF16 ‖ method) per token, nats")
-        ax.set_yscale("log")
+        kls = [r["kl"] for r in rows]
+        if max(kls) > 3 * max(min(kls), 1e-6):
+            ax.set_yscale("log")
+        else:  # a narrow range: a linear axis from 0 shows how flat it is
+            ax.set_ylim(0, max(kls) * 1.15)
         ax.legend(fontsize=8)
     else:
         y = list(range(len(rows)))[::-1]
