@@ -178,4 +178,4 @@ def cmd_bench(a) -> int:
     script = Path(__file__).resolve().parents[3] / "bench" / "bench_decode.py"
     if not script.exists():
         raise FileNotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
-    return subprocess.call([sys.executable, str(script), *a.args])
+    return subprocess.call([sys.executable, str(script), *[x for x in a.args if x != "--"]])

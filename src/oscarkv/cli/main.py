@@ -80,12 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out-dir", default="runs/ablate")
 
     b = sub.add_parser("bench", help="kernel benchmarks (GPU; a small CPU reference run without one)")
-    b.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/decode_bench.py")
+    b.add_argument("args", nargs=argparse.REMAINDER, help="arguments for bench/bench_decode.py (e.g. --smoke on CPU, --sweep on a GPU)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach for a hub
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"] and not set(argv[1:2]) & {"-h", "--help"}:
+        # everything after `bench` belongs to the benchmark script (argparse would claim its flags)
+        argv = ["bench", "--", *[a for a in argv[1:] if a != "--"]]
     args = build_parser().parse_args(argv)
     from . import commands
 
