@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..methods import KVMethod
+from ..quant import kv_cache_bytes
 from ..rotation import RotationSet
 from .banded import banded_logits
 
@@ -177,7 +178,7 @@ def evaluate(
             # plus the full-precision residual (the backends' real CPU storage is larger)
             qtok = max(0, context - resid)
             bpe = (qtok * (2 + 32 / 64) + (context - qtok) * 16) / context
-            kvb = int(round(2 * context * layers * kv_heads * head_dim * bpe / 8))
+            kvb = kv_cache_bytes(context, layers, kv_heads, head_dim, bpe)
             label, note = f"hf-{job}-int2", f"transformers QuantizedCache(backend={job}), residual_length={resid}, chunk 128"
         results.append(MethodResult(label, math.exp(nll / count), kl / count, agree / count, bpe, kvb, time.time() - t0, note))
         if kind == "ours" and job.name == "bf16":
