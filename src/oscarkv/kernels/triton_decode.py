@@ -334,6 +334,35 @@ def choose_splits(max_len: int, batch_heads: int, block_n: int, sms: int, min_to
     return max(1, min(by_len, by_occ))
 
 
+def plan_launch(q, pool, meta, block_n_hp, block_n, min_split_tokens, hp_ctas_per_sm, ctas_per_sm,
+                n_hp_splits, n_q_splits, workspace, out):
+    """Host side shared by the decode launchers: split counts per tier (from host-side maxima in
+    ``meta.max_hp_len`` / ``meta.max_int2_len`` when set, else one device sync), the partial-output
+    workspace and the output tensor. Returns (n_hp_splits, n_q_splits, o_part, lse_part, out)."""
+    B, HQ, D = q.shape
+    HKV = pool.num_kv_heads
+    assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
+    sms = num_sms(q.device)
+    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
+    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
+    if n_hp_splits is None:
+        n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, hp_ctas_per_sm)
+    if n_q_splits is None:
+        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
+    ns = max(1, n_hp_splits + n_q_splits)
+    if workspace is None:
+        o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=q.device)
+        lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=q.device)
+    else:
+        o_part, lse_part = workspace
+        assert o_part.shape[2] >= ns
+    # lse_part shares o_part's (b, h, split) strides divided by D: keep both contiguous.
+    assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
+    if out is None:
+        out = torch.empty_like(q)
+    return n_hp_splits, n_q_splits, o_part, lse_part, out
+
+
 def decode_attention_triton(
     q, pool, meta, sm_scale: float, *, out=None, block_n: int = 128, block_n_hp: int = 64,
     num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 2,
@@ -349,26 +378,9 @@ def decode_attention_triton(
     B, HQ, D = q.shape
     HKV = pool.num_kv_heads
     G = HQ // HKV
-    assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
-    dev = q.device
-    sms = num_sms(dev)
-    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
-    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
-    if n_hp_splits is None:
-        n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, ctas_per_sm)
-    if n_q_splits is None:
-        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
-    ns = max(1, n_hp_splits + n_q_splits)
-    if workspace is None:
-        o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=dev)
-        lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=dev)
-    else:
-        o_part, lse_part = workspace
-        assert o_part.shape[2] >= ns
-    # lse_part shares o_part's (b, h, split) strides divided by D: keep both contiguous.
-    assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
-    if out is None:
-        out = torch.empty_like(q)
+    n_hp_splits, n_q_splits, o_part, lse_part, out = plan_launch(
+        q, pool, meta, block_n_hp, block_n, min_split_tokens, ctas_per_sm, ctas_per_sm,
+        n_hp_splits, n_q_splits, workspace, out)
     interp = _interpreting()
     asm = asm_unpack and not interp
     # interpreter: bf16 tl.dot is wrong (triton 3.9), so everything is fp32 there. With the asm unpack the

@@ -28,8 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_decode import (_hp_split, _interpreting, _TORCH2TL, choose_splits, decode_merge_kernel,
-                            decode_stage1_kernel, num_sms)
+from .triton_decode import _hp_split, _interpreting, _TORCH2TL, decode_merge_kernel, decode_stage1_kernel, plan_launch
 
 
 @triton.jit
@@ -206,25 +205,10 @@ def decode_attention_triton_fma(
     B, HQ, D = q.shape
     HKV = pool.num_kv_heads
     G = HQ // HKV
-    assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
-    dev = q.device
-    sms = num_sms(dev)
-    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
-    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
-    if n_hp_splits is None:
-        n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, 2)
-    if n_q_splits is None:
-        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
-    ns = max(1, n_hp_splits + n_q_splits)
-    if workspace is None:
-        o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=dev)
-        lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=dev)
-    else:
-        o_part, lse_part = workspace
-        assert o_part.shape[2] >= ns
-    assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
-    if out is None:
-        out = torch.empty_like(q)
+    # the BF16 tier keeps the MMA kernel's 2 CTAs/SM; ctas_per_sm applies to the INT2 tier only
+    n_hp_splits, n_q_splits, o_part, lse_part, out = plan_launch(
+        q, pool, meta, block_n_hp, block_n, min_split_tokens, 2, ctas_per_sm,
+        n_hp_splits, n_q_splits, workspace, out)
     hp_dt = tl.float32 if _interpreting() else _TORCH2TL[q.dtype]
     # packed rows as int32 words (d/16 words per row): one 4-byte load per lane and token
     kw, vw = pool.k_codes.view(torch.int32), pool.v_codes.view(torch.int32)
