@@ -93,7 +93,19 @@ def register() -> None:
         on_cpu = False
     if on_cpu:
         register_backend(AttentionBackendEnum.CPU_ATTN, "oscarkv.integrations.vllm.backend.OscarCPUAttentionBackend")
+    _clear_selector_cache()
     _registered = True
+
+
+def _clear_selector_cache() -> None:
+    """vLLM memoizes backend selection per process; drop it so a (un)registration takes effect for the
+    next engine in this process (only matters when engines with and without OSCAR share a process)."""
+    try:
+        from vllm.v1.attention import selector
+
+        selector._cached_get_attn_backend.cache_clear()
+    except Exception:  # pragma: no cover - a vLLM without this cache
+        pass
 
 
 def unregister() -> None:
@@ -103,4 +115,5 @@ def unregister() -> None:
 
     AttentionBackendEnum.CUSTOM.clear_override()
     AttentionBackendEnum.CPU_ATTN.clear_override()
+    _clear_selector_cache()
     _registered = False

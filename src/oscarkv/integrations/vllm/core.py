@@ -18,6 +18,7 @@ Shapes (one attention layer, vLLM's "LBHNC" KV layout, Bv = vLLM block size):
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -107,13 +108,28 @@ def int2_len(t: int, sink: int, recent: int, page: int) -> int:
     return page * (max(0, t - sink - recent) // page)
 
 
-def _method_rule():
-    try:  # the "gpucache" helper's one definition of the rule, when it has landed
-        from ... import methods
+_RULES: dict = {}
 
-        return getattr(methods, "int2_len", None)
+
+def _method_rule():
+    """``f(t, S, W, B)`` through the method object's ``int2_len`` (the one definition, TEAM decision 1)
+    when the installed oscar-kv has it, else None."""
+    try:
+        from dataclasses import replace
+
+        from ...methods import KVMethod, make_method
     except Exception:  # pragma: no cover
         return None
+    if not hasattr(KVMethod, "int2_len"):
+        return None
+
+    def rule(t, sink, recent, page):
+        m = _RULES.get((sink, recent, page))
+        if m is None:
+            m = _RULES[(sink, recent, page)] = replace(make_method("oscar", sink=sink, recent=recent), page=page)
+        return m.int2_len(t)
+
+    return rule
 
 
 # ------------------------------------------------------------------------------------ page format
@@ -184,6 +200,7 @@ class ShadowManager:
         self.last_live: dict[int, int] = {}  # page -> last step in which its block was live
         self.high = 1  # pages ever handed out are 1 .. high-1
         self.step = 0
+        _MANAGERS.add(self)
 
     def assign(self, live: list[int]) -> tuple[list[int], list[int]]:
         """Map every block in ``live`` (this step's window blocks); return (blocks, pages) of the new
@@ -390,11 +407,32 @@ def _per_head(x: torch.Tensor, r: torch.Tensor | None, transpose: bool) -> torch
     return torch.matmul(xg, r[:, None]).transpose(0, 1).flatten(1, 2)
 
 
+_LAYERS: "weakref.WeakSet[LayerCompute]" = weakref.WeakSet()
+_MANAGERS: "weakref.WeakSet[ShadowManager]" = weakref.WeakSet()
+LAYERS_CREATED = {"oscar": 0, "exact": 0}  # per process: lets tests prove the backend really ran
+
+
+def shadow_report() -> dict:
+    """Shadow (BF16 window) memory of the live backend in this process: bytes allocated now, pages in
+    use at the high-water mark, the pool's page cap, and bytes per page summed over layers."""
+    layers = [lc for lc in _LAYERS if lc.shadow_k is not None]
+    page_bytes = sum(2 * lc.shadow_k[0].numel() * lc.shadow_k.element_size() for lc in layers)
+    mgrs = list(_MANAGERS)
+    return {
+        "allocated_bytes": sum(lc.shadow_bytes() for lc in layers),
+        "page_bytes_all_layers": page_bytes,
+        "pages_high_water": max([m.high - 1 for m in mgrs], default=0),
+        "page_cap": max([m.cap - 1 for m in mgrs], default=0),
+    }
+
+
 class LayerCompute:
     """One attention layer: its rotations, clip/quant configs and shadow pages (lazily allocated)."""
 
     def __init__(self, fmt: PageFormat, k_cfg: QuantConfig | None, v_cfg: QuantConfig | None,
                  k_rot: torch.Tensor | None, v_rot: torch.Tensor | None, scale: float, kernels: str = "auto"):
+        _LAYERS.add(self)
+        LAYERS_CREATED[fmt.mode] += 1
         self.fmt, self.k_cfg, self.v_cfg = fmt, k_cfg, v_cfg
         self.k_rot0, self.v_rot0 = k_rot, v_rot  # [R, d, d] float32 (R = 1 or H_kv), host
         self.k_rot = self.v_rot = None
