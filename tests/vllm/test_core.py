@@ -133,3 +133,24 @@ def test_exact_mode():
     check(m.step([("a", 60)]))
     for _ in range(5):
         check(m.step([("a", 1)]))
+
+
+def test_centered_rotation_file_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from oscarkv.errors import InputError
+    from oscarkv.integrations.vllm.core import check_centering
+    from oscarkv.rotation import RotationSet
+
+    eye = torch.eye(64)[None, None].repeat(2, 1, 1, 1)
+    p = RotationSet(eye, eye.clone()).save(tmp_path / "r.safetensors")
+    check_centering(RotationSet.load(p), p)  # fine
+    t = load_file(p)
+    t["mu_k"] = torch.zeros(2, 1, 64)
+    from safetensors import safe_open
+
+    with safe_open(str(p), framework="pt") as f:
+        meta = f.metadata()
+    save_file(t, p, metadata=meta)
+    with pytest.raises(InputError, match="centering"):
+        check_centering(RotationSet.load(p), p)

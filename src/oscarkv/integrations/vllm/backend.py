@@ -52,7 +52,7 @@ def load_rotations(path: str, hf_config=None):
         rs = _ROTATIONS.get(path)
         if rs is None:
             rs = RotationSet.load(path)
-            check_centering(rs)
+            check_centering(rs, path)
             _ROTATIONS[path] = rs
     if hf_config is not None:
         text = getattr(hf_config, "get_text_config", lambda: hf_config)()

@@ -581,13 +581,24 @@ def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int
     return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels)
 
 
-def check_centering(rotations) -> None:
-    """Rotation files with centering vectors (mu_K / mu_V) are refused until centering has its one home."""
-    meta_keys = set(getattr(rotations, "meta", {}) or {})
-    has = any(getattr(rotations, n, None) is not None for n in ("k_mean", "v_mean", "mu_k", "mu_v", "k_mu", "v_mu"))
-    if has or {"centering", "centered"} & meta_keys:
-        raise InputError("this rotation file has centering (mu_K/mu_V), which the vLLM backend does not apply yet; "
-                         "use a rotation file calibrated without centering")
+CENTERING_NAMES = ("mu_k", "mu_v", "k_mu", "v_mu", "k_mean", "v_mean", "k_center", "v_center")
+
+
+def check_centering(rotations, path: str | None = None) -> None:
+    """Refuse rotation files with centering vectors (mu_K / mu_V) until centering has its one home on main
+    (helper "accuracy"): applying rotations without the centering they were calibrated with would be
+    silently wrong. Looks at the raw file too, since RotationSet.load drops tensors it does not know."""
+    names = {n for n in CENTERING_NAMES if getattr(rotations, n, None) is not None}
+    meta = getattr(rotations, "meta", {}) or {}
+    if path is not None:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            names |= {k for k in f.keys() if k.lower() in CENTERING_NAMES}
+            meta = {**meta, **(f.metadata() or {})}
+    if names or any(k in meta for k in ("centering", "centered")):
+        raise InputError(f"{path or 'this rotation file'} has centering (mu_K/mu_V), which this oscar-kv vLLM "
+                         "backend cannot apply yet; use a rotation file calibrated without centering")
 
 
 def tokens_per_gib(cell_bytes: int, num_layers: int, num_kv_heads: int) -> float:
