@@ -143,8 +143,10 @@ def test_cache_api_basics(model):
 def test_batch_ops_are_exact(model, name):
     ids = ids_of(12, batch=2)
     a = OscarCache(model.config, name, sink=2, recent=3)
+    a.set_padding(None)  # no padding (a batch is refused until the cache knows)
     step(model, a, ids)
     b = OscarCache(model.config, name, sink=2, recent=3)
+    b.set_padding(None)
     step(model, b, ids.flip(0))
     b.reorder_cache(torch.tensor([1, 0]))
     nxt = ids_of(1, batch=2, seed=4)
@@ -163,8 +165,14 @@ def test_beam_search_runs(model):
     a = model.generate(prompt, cache=OscarCache(model.config, "bf16"), num_beams=2, max_new_tokens=4, do_sample=False)
     b = model.generate(prompt, cache=DynamicCache(config=model.config), num_beams=2, max_new_tokens=4, do_sample=False)
     assert torch.equal(a, b)
-    model.generate(prompt, cache=OscarCache(model.config, "naive", sink=1, recent=2), num_beams=2,
-                   max_new_tokens=4, do_sample=False)
+    from oscarkv.integrations.transformers import track_padding
+
+    handle = track_padding(model)  # beams make a batch: the cache needs the (all-ones) mask
+    try:
+        model.generate(prompt, cache=OscarCache(model.config, "naive", sink=1, recent=2), num_beams=2,
+                       max_new_tokens=4, do_sample=False)
+    finally:
+        handle.remove()
 
 
 # ------------------------------------------------------------------ left padding

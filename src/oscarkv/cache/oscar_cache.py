@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
+from ..errors import StateError
 from ..methods import KVMethod, make_method
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
@@ -82,6 +83,9 @@ class OscarCache(Cache):
         layers = [self._make_layer(method, i, fp["head_dim"], rotations) for i in range(fp["num_layers"])]
         super().__init__(layers=layers)
         self._output_basis = "original"
+        # Left padding of the batch, from an attention mask: None = not known yet. A batch of more than
+        # one row is refused while it is unknown (a padded row would silently see other tokens).
+        self._padding_known = False
 
     @staticmethod
     def _make_layer(method: KVMethod, idx: int, head_dim: int, rotations):
@@ -112,7 +116,12 @@ class OscarCache(Cache):
         no-ops, so a hook may call it on every forward. Only left padding is supported.
         """
         m = attention_mask
-        if m is None:
+        if m is None:  # no mask: the model attends to every token, so no padding
+            if self.get_seq_length() == 0:
+                for layer in self.layers:
+                    if isinstance(layer, MixedWindowLayer):
+                        layer.pad = None
+                self._padding_known = True
             return
         if m.ndim != 2:
             raise ValueError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
@@ -132,6 +141,22 @@ class OscarCache(Cache):
         for layer in self.layers:
             if isinstance(layer, MixedWindowLayer):
                 layer.pad = pad.clone()
+        self._padding_known = True
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        if (not self._padding_known and self.method.quantized and key_states.shape[0] > 1
+                and self.get_seq_length(layer_idx) == 0):
+            # Issue 11 item 2: never a silently different answer for left-padded rows.
+            raise StateError(
+                f"OscarCache got a batch of {key_states.shape[0]} rows but no attention mask to find their left padding: "
+                "call oscarkv.integrations.transformers.track_padding(model) (or enable_oscar_attention) once, "
+                "or cache.set_padding(attention_mask) before the first forward"
+            )
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def reset(self) -> None:
+        super().reset()
+        self._padding_known = False
 
     # ------------------------------------------------------------------ accounting
     def segments(self, layer_idx: int = 0) -> dict:

@@ -93,15 +93,21 @@ def _attention_modules(model):
 # ------------------------------------------------------------------ padding
 def _padding_hook(module, args, kwargs):
     cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    if not isinstance(cache, OscarCache) or cache.get_seq_length() != 0:
+        return
     mask = kwargs.get("attention_mask")
-    if isinstance(cache, OscarCache) and torch.is_tensor(mask) and mask.ndim == 2 and cache.get_seq_length() == 0:
-        cache.set_padding(mask)
+    if mask is None and len(args) > 1 and torch.is_tensor(args[1]):
+        mask = args[1]  # model(input_ids, attention_mask, ...) positionally
+    if mask is None or (torch.is_tensor(mask) and mask.ndim == 2):
+        cache.set_padding(mask)  # None: the model attends to every token, so there is no padding
 
 
 def track_padding(model):
     """Forward pre-hook that hands the 2-D attention mask of the first (prefill) forward of an empty
-    ``OscarCache`` to ``cache.set_padding``; works with ``generate`` and direct calls that pass
-    ``attention_mask=``/``cache=`` as keywords. Returns the hook handle (``handle.remove()``)."""
+    ``OscarCache`` to ``cache.set_padding`` (no mask: no padding); works with ``generate`` and direct
+    calls. ``enable_oscar_attention`` installs it. Without it (or ``set_padding``) an ``OscarCache``
+    refuses a batch of more than one row, since it cannot tell padded rows apart.
+    Returns the hook handle (``handle.remove()``)."""
     return model.register_forward_pre_hook(_padding_hook, with_kwargs=True)
 
 
