@@ -5,10 +5,13 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
-from ..errors import StateError
+from ..errors import InputError, StateError
 from ..methods import KVMethod, make_method
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
+from .paged import PagedLayer, PagedState, paged_support
+
+BACKENDS = ("auto", "reference", "paged")
 
 OUTPUT_BASES = ("original", "rotated")
 
@@ -44,6 +47,15 @@ class OscarCache(Cache):
       ``oscarkv.integrations.transformers``): row b's sink is then its first ``sink`` *real* tokens
       and all the rules above apply to each row in its own positions.
 
+    * Backends. ``backend="reference"`` keeps the layers above (any device, any attention).
+      ``backend="paged"`` stores K/V in the paged INT2 pools of ``oscarkv.kernels`` and attends with
+      the kernels (``oscarkv.cache.paged``; needs ``enable_oscar_attention``). ``"auto"`` (default)
+      picks "paged" when ``enable_oscar_attention`` is called with a CUDA model and the method is one
+      the kernels run (token-wise INT2, windows multiples of 16), else "reference". ``max_tokens``:
+      the paged pools' capacity per row (default: prompt + 4096), ``kernel_backend``: "auto" (Triton on
+      CUDA, torch reference on CPU), "torch" or "triton". The paged pool's demotion page is the
+      kernels' (today's kernels: B = 1); the cache's method takes that page when it switches.
+
     ``nbytes()`` reports the bytes actually held per segment; ``bits_per_element()`` the average
     stored bits per K/V element (windows count at the model dtype's width, e.g. 32 on CPU float32).
     """
@@ -60,7 +72,14 @@ class OscarCache(Cache):
         clip: str | None = None,
         levels: str = "uniform",
         page: int = 16,
+        backend: str = "auto",
+        max_tokens: int | None = None,
+        kernel_backend: str = "auto",
     ):
+        if backend not in BACKENDS:
+            raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if isinstance(method, str):
             method = make_method(method, sink, recent, group_size, scale_dtype, clip, levels, page)
         # a KVMethod carries its own windows and group size; the keyword arguments are ignored then
@@ -83,6 +102,10 @@ class OscarCache(Cache):
         layers = [self._make_layer(method, i, fp["head_dim"], rotations) for i in range(fp["num_layers"])]
         super().__init__(layers=layers)
         self._output_basis = "original"
+        self.backend, self.max_tokens, self.kernel_backend = backend, max_tokens, kernel_backend
+        self.paged: PagedState | None = None
+        if backend == "paged":
+            self.use_paged()
         # Left padding of the batch, from an attention mask: None = not known yet. A batch of more than
         # one row is refused while it is unknown (a padded row would silently see other tokens).
         self._padding_known = False
@@ -95,6 +118,36 @@ class OscarCache(Cache):
         cls = KiviLayer if plan.key_axis == "channel" else TokenwiseLayer
         return cls(plan, method)
 
+    # ------------------------------------------------------------------ backends
+    def paged_unsupported(self) -> str | None:
+        """None if the paged backend can hold this cache's method; else why not (one line)."""
+        return paged_support(self.method, self.head_dim)
+
+    def use_paged(self) -> None:
+        """Switch an empty cache to the paged backend (``enable_oscar_attention`` does it on CUDA)."""
+        if self.paged is not None:
+            return
+        why = self.paged_unsupported()
+        if why:
+            raise InputError(f"the paged OscarCache cannot run this method: {why}")
+        if self.get_seq_length() > 0:
+            raise StateError("the cache already holds tokens; switch backends on an empty cache")
+        from dataclasses import replace
+
+        from ..kernels import MixedKVCache
+
+        from .paged import BLOCK_SIZE, pool_page
+
+        # the pools demote in the kernels' page: the cache's window rule follows it
+        page = pool_page(MixedKVCache(2, 2, BLOCK_SIZE, self.method.sink, self.method.recent))
+        if page != self.method.page:
+            self.method = replace(self.method, page=page)
+        plans = [layer.plan for layer in self.layers]
+        self.paged = PagedState(self.method, plans, self.num_kv_heads, self.head_dim, self.max_tokens, self.kernel_backend)
+        self.layers = [PagedLayer(self.paged, i, p) for i, p in enumerate(plans)]
+        self._output_basis = "rotated"
+        self.backend = "paged"
+
     # ------------------------------------------------------------------ modes
     @property
     def output_basis(self) -> str:
@@ -104,6 +157,9 @@ class OscarCache(Cache):
     def set_output_basis(self, basis: str) -> None:
         if basis not in OUTPUT_BASES:
             raise ValueError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
+        if self.paged is not None:
+            if basis != "rotated":
+                return  # the paged backend works in the rotated basis only (its attention is oscar-kv's)
         # storage does not depend on the basis, so switching between forwards is safe
         self._output_basis = basis
         for layer in self.layers:
@@ -118,6 +174,8 @@ class OscarCache(Cache):
         m = attention_mask
         if m is None:  # no mask: the model attends to every token, so no padding
             if self.get_seq_length() == 0:
+                if self.paged is not None:
+                    self.paged.pad = None
                 for layer in self.layers:
                     if isinstance(layer, MixedWindowLayer):
                         layer.pad = None
@@ -131,13 +189,15 @@ class OscarCache(Cache):
             raise ValueError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
         pad = (~m).sum(dim=1).long()
         if self.get_seq_length() > 0:
-            cur = getattr(self.layers[0], "pad", None)
+            cur = self.paged.pad if self.paged is not None else getattr(self.layers[0], "pad", None)
             cur = torch.zeros_like(pad) if cur is None else cur.to(pad.device)
             if cur.shape != pad.shape or not torch.equal(cur, pad):
                 raise ValueError("set_padding called on a non-empty cache with different padding; call reset() first")
             return
         if self.method.key_axis == "channel" and pad.numel() and int(pad.max()) != int(pad.min()):
             raise NotImplementedError("kivi does not support rows with different left padding")
+        if self.paged is not None:
+            self.paged.pad = pad.cpu()
         for layer in self.layers:
             if isinstance(layer, MixedWindowLayer):
                 layer.pad = pad.clone()
@@ -160,13 +220,21 @@ class OscarCache(Cache):
 
     # ------------------------------------------------------------------ accounting
     def segments(self, layer_idx: int = 0) -> dict:
-        """Token counts of one layer: sink, quantized, residual (KIVI), recent, total."""
+        """Token counts of one layer: sink, quantized, residual (KIVI), recent, total (paged: of row 0)."""
+        if self.paged is not None:
+            n = self.paged.mgr.length(0) if self.paged.mgr is not None else 0
+            s, q = min(n, self.method.sink), self.method.int2_len(n)
+            return {"sink": s, "quantized": q, "residual": 0, "recent": n - s - q, "total": n}
         return self.layers[layer_idx].segments()
 
     def nbytes(self, allocated: bool = False) -> dict:
         """Bytes held, summed over layers: sink, quantized (codes + scale/zero), window (tail), total.
         ``allocated=True`` counts the history buffers' spare capacity too."""
         out = {"sink": 0, "quantized": 0, "window": 0}
+        if self.paged is not None:  # pools are preallocated: report what is allocated
+            out["allocated_pools"] = self.paged.nbytes() if self.paged.mgr is not None else 0
+            out["total"] = out["allocated_pools"]
+            return out
         for layer in self.layers:
             for k, v in layer.nbytes(allocated).items():
                 out[k] += v

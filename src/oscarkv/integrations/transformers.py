@@ -27,8 +27,12 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
 
 from ..cache import OscarCache
+from ..cache.paged import PagedLayer
 
 ATTENTION_NAME = "oscar_sdpa"
+# The paged backend's name: no mask builder is registered for it, so transformers passes no mask (the
+# kernels know each row's length), which also keeps a decode step's shapes fixed for CUDA graphs.
+PAGED_ATTENTION_NAME = "oscar_paged"
 
 
 @dataclass
@@ -68,9 +72,13 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     layer.fresh = False
     groups = query.shape[1] // key.shape[1]
     rk, rv = _layer_rotations(st.cache, st.layer_idx)
-    if rk is not None:
-        query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
-    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if isinstance(layer, PagedLayer):  # kernels over the paged pools; q is rotated inside
+        out = layer.attend(query, kwargs.get("scaling"), _per_query_head(rk, groups))
+        weights = None
+    else:
+        if rk is not None:
+            query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     if rv is not None and not st.absorbed:
         # out is [B, T, H_q, d]; undo R_V per head: o = o_rot @ R_V^T
         r = _per_query_head(rv, groups).to(out.device, out.dtype)
@@ -81,6 +89,7 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
 def register() -> None:
     """Register the attention function and its mask builder (idempotent)."""
     AttentionInterface.register(ATTENTION_NAME, oscar_sdpa_attention)
+    AttentionInterface.register(PAGED_ATTENTION_NAME, oscar_sdpa_attention)
     # the mask for a custom name is None unless one is registered: reuse SDPA's
     if ATTENTION_NAME not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
         AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
@@ -124,9 +133,14 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
     mods = _attention_modules(model)
     if len(mods) != len(cache.layers):
         raise ValueError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+    # the device of the model decides the backend ("auto"): the paged kernels on CUDA when they run the method
+    if cache.paged is None and cache.backend == "auto" and cache.get_seq_length() == 0:
+        device = next(model.parameters()).device
+        if device.type == "cuda" and cache.paged_unsupported() is None:
+            cache.use_paged()
     register()
     saved = {"attn": model.config._attn_implementation, "o_proj": {}}
-    model.set_attn_implementation(ATTENTION_NAME)
+    model.set_attn_implementation(PAGED_ATTENTION_NAME if cache.paged is not None else ATTENTION_NAME)
     for m in mods:
         rv = _layer_rotations(cache, m.layer_idx)[1]
         absorbed = absorb_v_into_o_proj and rv is not None
