@@ -110,3 +110,27 @@ def test_triton_kernels_equal_reference(model, config, rotations):
     want = run(model, q, ids, mask, max_new_tokens=6)
     assert torch.equal(got.sequences, want.sequences)
     assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-3
+
+
+def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations):
+    """oscarkv.cache.graph's loop (the CUDA-graph step, run eagerly on CPU) == model.generate."""
+    from oscarkv.cache.graph import generate
+
+    prompts = _prompts()
+    ids, mask = _left_pad(prompts)
+    want = run(model, paged(config, "oscar", rotations), ids, mask)
+    c = paged(config, "oscar", rotations, max_tokens=64)
+    enable_oscar_attention(model, c)
+    try:
+        toks, logits = generate(model, c, ids, mask, max_new_tokens=20, use_graph=False, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
+    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
+    with pytest.raises(StateError, match="max_tokens=64"):
+        c2 = paged(config, "oscar", rotations, max_tokens=64)
+        enable_oscar_attention(model, c2)
+        try:
+            generate(model, c2, ids, mask, max_new_tokens=40, use_graph=False)
+        finally:
+            disable_oscar_attention(model)

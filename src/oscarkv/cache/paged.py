@@ -233,16 +233,42 @@ class PagedLayer(CacheLayerMixin):
         self.fresh = True
         return kr, vr
 
-    def attend(self, query: torch.Tensor, scaling: float | None, rq: torch.Tensor | None) -> torch.Tensor:
-        """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d] in the rotated V basis."""
+    def _query_rotations(self, hq: int, dtype):
+        """R_K and R_V^T per query head [1 or Hq, d, d] on the layer's device, cached (no host-to-device
+        copy inside a captured CUDA graph)."""
+        key = (hq, dtype)
+        if getattr(self, "_rot_cache_key", None) != key:
+            def per_q(r, transpose):
+                if r is None:
+                    return None
+                r = r.transpose(-1, -2) if transpose else r
+                if r.shape[0] > 1:
+                    r = r.repeat_interleave(hq // r.shape[0], dim=0)
+                return r.to(self.device, dtype).contiguous()
+
+            self._rq, self._rvt = per_q(self.k_rot, False), per_q(self.v_rot, True)
+            self._rot_cache_key = key
+        return self._rq, self._rvt
+
+    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
+        """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
+        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
+        b, hq, t, d = query.shape
+        rq, rvt = self._query_rotations(hq, query.dtype)
+        out = self._attend(torch.matmul(query, rq) if rq is not None else query, scaling)
+        if unrotate_v and rvt is not None:  # o = o_rot @ R_V^T per head, the reference path's op
+            out = torch.matmul(out.transpose(1, 2), rvt).transpose(1, 2).contiguous()
+        return out
+
+    def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
         from ..kernels import decode_attention, prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
         kr, vr = self.pending
         self.pending = None
-        b, hq, t, d = query.shape
+        query = q
+        b, hq, t, d = q.shape
         scale = scaling if scaling is not None else 1.0 / math.sqrt(d)
-        q = query if rq is None else torch.matmul(query, rq.to(query.device, query.dtype))
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
             write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)

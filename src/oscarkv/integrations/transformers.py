@@ -72,9 +72,8 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     layer.fresh = False
     groups = query.shape[1] // key.shape[1]
     rk, rv = _layer_rotations(st.cache, st.layer_idx)
-    if isinstance(layer, PagedLayer):  # kernels over the paged pools; q is rotated inside
-        out = layer.attend(query, kwargs.get("scaling"), _per_query_head(rk, groups))
-        weights = None
+    if isinstance(layer, PagedLayer):  # kernels over the paged pools; q and o are (un)rotated inside
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed), None
     else:
         if rk is not None:
             query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
