@@ -108,8 +108,11 @@ class PagedState:
                              "create it with OscarCache(..., max_tokens=N) for a larger N")
         self.capacity = cap
         s, w, bs = self.method.sink, self.method.recent, BLOCK_SIZE
+        page = pool_page(MixedKVCache(2, 2, block_size=bs, sink=s, recent=w))
         per_q = -(-max(0, cap - s - w) // bs) + 1
-        per_hp = -(-min(cap, s + w) // bs) + 1
+        # the hp tier holds the sink and a ring of W (page 1) or W + B slots (page-wise demotion)
+        self.max_hp_len = min(cap, s + w + (page - 1 if page > 1 else 0))
+        per_hp = -(-min(cap, s + w + (page if page > 1 else 0)) // bs) + 1
         self.mgr = MixedKVCache(batch * per_q + 1, batch * per_hp + 1, block_size=bs, sink=s, recent=w)
         self.page = pool_page(self.mgr)
         for r in range(batch):
@@ -173,11 +176,14 @@ class PagedState:
 
         b, dev = self.batch, self.device
         z = lambda *s: torch.zeros(*s, dtype=torch.int32, device=dev)  # noqa: E731
-        m = lambda: torch.full((b,), -1, dtype=torch.int64, device=dev)  # noqa: E731
+        m = lambda n: torch.full((n,), -1, dtype=torch.int64, device=dev)  # noqa: E731
         s, w = self.method.sink, self.method.recent
         self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_q_blocks), z(b),
-                                      min(self.capacity, s + w), max(0, self.capacity - s - w))
-        self.static_plan = WritePlan(m(), m(), m(), m(), True)
+                                      self.max_hp_len, max(0, self.capacity - s - w))
+        # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page
+        nd = b * max(1, self.page)
+        self.static_plan = WritePlan(m(b), m(b), m(nd), m(nd), True)
+        self.static_pages = None
         self.graph_capacity = self.capacity
 
     def _to_static(self, plan) -> None:
@@ -191,7 +197,26 @@ class PagedState:
         sm.hp_lens.copy_(meta.hp_lens, non_blocking=True)
         sm.int2_lens.copy_(meta.int2_lens, non_blocking=True)
         for name in ("hp_slots", "int2_slots", "demote_src", "demote_dst"):
-            getattr(sp, name).copy_(getattr(plan, name), non_blocking=True)
+            dst, src = getattr(sp, name), getattr(plan, name)
+            full = torch.full(dst.shape, -1, dtype=dst.dtype)
+            full[: src.shape[0]] = src
+            dst.copy_(full, non_blocking=True)
+        if getattr(plan, "page_dst", None) is not None:
+            # the kernels' page view (tile16 layout): padded pages write into the reserved null block 0
+            from ..kernels import NULL_BLOCK
+
+            bs = self.mgr.block_size
+            npg = self.batch * (max(1, self.page) // bs + 2)
+            if self.static_pages is None:
+                self.static_pages = (torch.full((npg,), NULL_BLOCK, dtype=torch.int64, device=self.device),
+                                     torch.full((npg, bs), -1, dtype=torch.int64, device=self.device))
+                sp.page_dst, sp.page_src = self.static_pages
+            pd = torch.full((npg,), NULL_BLOCK, dtype=torch.int64)
+            ps = torch.full((npg, bs), -1, dtype=torch.int64)
+            pd[: plan.page_dst.shape[0]] = plan.page_dst
+            ps[: plan.page_src.shape[0]] = plan.page_src
+            sp.page_dst.copy_(pd, non_blocking=True)
+            sp.page_src.copy_(ps, non_blocking=True)
         if not plan.fusable:
             raise StateError("a decode step's write plan is not fusable; this should not happen")
 
