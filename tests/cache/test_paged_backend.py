@@ -134,3 +134,22 @@ def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations):
             generate(model, c2, ids, mask, max_new_tokens=40, use_graph=False)
         finally:
             disable_oscar_attention(model)
+
+
+def test_auto_backend_stays_reference_on_cpu(model, config, rotations):
+    c = OscarCache(config, "oscar", rotations=rotations, **KW)
+    enable_oscar_attention(model, c)
+    try:
+        assert c.paged is None and c.backend == "auto"
+        assert model.config._attn_implementation == "oscar_sdpa"
+    finally:
+        disable_oscar_attention(model)
+
+
+def test_centered_rotation_files_are_refused_on_the_paged_path(config, rotations):
+    import copy
+
+    rot = copy.copy(rotations)
+    rot.k_mean = torch.zeros(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
+    with pytest.raises(InputError, match="centering"):
+        OscarCache(config, "oscar", rotations=rot, backend="paged", **KW)

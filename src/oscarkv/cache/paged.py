@@ -305,11 +305,15 @@ class PagedLayer(CacheLayerMixin):
         if cur["first"]:  # no cached past: causal attention within each row's own tokens
             op = torch.empty_like(qp)
             cu = cur["cu"]
+            g = hq // kp.shape[1]
             for r in range(b):
                 s, e = cu[r], cu[r + 1]
                 x = lambda y: y[s:e].transpose(0, 1)[None]  # noqa: E731
-                op[s:e] = F.scaled_dot_product_attention(x(qp), x(kp), x(vp), is_causal=True, scale=scale,
-                                                         enable_gqa=hq != kp.shape[1])[0].transpose(0, 1)
+                # KV heads expanded to the query heads so that the flash / cuDNN backends take long prompts
+                # (O(T) memory); enable_gqa can send a long prompt to the O(T^2) math backend
+                kx = lambda y: x(y).repeat_interleave(g, dim=1) if g > 1 else x(y)  # noqa: E731
+                op[s:e] = F.scaled_dot_product_attention(x(qp), kx(kp), kx(vp), is_causal=True,
+                                                         scale=scale)[0].transpose(0, 1)
         else:
             op = prefill_attention(qp, kp, vp, cur["cu"], pool, cur["before"], sm_scale=scale)
         write_kv(pool, kp, vp, cur["plan"], backend=kb)
