@@ -29,3 +29,7 @@ __all__ += ["RotationMismatchError", "RotationSet", "config_fingerprint", "confi
 from .zoo import import_rotationzoo  # noqa: E402
 
 __all__ += ["import_rotationzoo"]
+
+from .centering import add_value_mean, center, rotated_mean, uncenter, value_output_mean  # noqa: E402
+
+__all__ += ["add_value_mean", "center", "rotated_mean", "uncenter", "value_output_mean"]
