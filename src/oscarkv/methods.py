@@ -136,10 +136,11 @@ class KVMethod:
             rk = rv = hadamard(head_dim, torch.float32)[None]
         else:
             rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
+        kq = rotations.query_rotation(layer) if self.rotation == "calibrated" else None
         k_mean = v_mean = None
         if self.center != "off" and rotations is not None and rotations.k_mean is not None:
             k_mean, v_mean = rotations.mean("k", layer), rotations.mean("v", layer)
-        return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis, k_mean, v_mean)
+        return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis, k_mean, v_mean, kq)
 
 
 @dataclass
@@ -153,6 +154,12 @@ class LayerPlan:
     key_axis: str = "token"
     k_mean: torch.Tensor | None = None  # [H_kv or 1, d]: keys stored as (k - k_mean) @ k_rot
     v_mean: torch.Tensor | None = None  # values stored as (v - v_mean) @ v_rot; output + v_mean
+    k_qrot: torch.Tensor | None = None  # queries' transform M^-T when k_rot = M is not orthogonal
+
+    @property
+    def k_query_rot(self) -> torch.Tensor | None:
+        """What queries are multiplied by (and stored keys read back through: x @ Q^T = x @ M^-1)."""
+        return self.k_rot if self.k_qrot is None else self.k_qrot
 
     @property
     def centered(self) -> bool:
@@ -208,6 +215,7 @@ def _make(name, clip, levels, center, base) -> KVMethod:
 
 
 PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
+PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
@@ -238,11 +246,12 @@ def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, mea
 
 
 def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False,
-                    mean: torch.Tensor | None = None):
+                    mean: torch.Tensor | None = None, r_query: torch.Tensor | None = None):
     """quantize_rows -> dequantize; back in the original basis (mean added back) unless ``rotated_out``
-    (then the rows stay rotated *and* centered, as the cache stores them)."""
+    (then the rows stay rotated *and* centered, as the cache stores them). ``r_query``: M^-T when the
+    transform r = M is not orthogonal (reading back is x @ M^-1 = x @ r_query^T)."""
     xh = dequantize(quantize_rows(x, cfg, r, mean), cfg)
-    return (xh if rotated_out else uncenter(unrotate(xh, r), mean)).to(x.dtype)
+    return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)
 
 
 def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):

@@ -91,3 +91,32 @@ def test_centering_with_windows_larger_than_the_sequence_is_exact(setup, centere
     ref = banded_logits(model, ids, make_method("bf16"))
     cache = OscarCache(model.config, method, rotations=centered_rot)
     assert (decode_step_by_step(model, cache, ids) - ref).abs().max().item() < 1e-4
+
+
+def test_key_scaled_transform_banded_equals_decoding(setup, centered_rot):
+    """A non-orthogonal key transform M = S.R (per-channel key rescale) with queries through S^-1.R."""
+    from dataclasses import replace as dc_replace
+
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    torch.set_num_threads(1)
+    model, _, ids = setup
+    g = torch.Generator().manual_seed(4)
+    s = torch.diag_embed(torch.exp(0.5 * torch.randn(2, 1, 32, generator=g)))
+    rs = dc_replace(centered_rot, k_rotation=s @ centered_rot.k_rotation,
+                    k_query_rotation=torch.linalg.inv(s) @ centered_rot.k_rotation)
+    method = make_method("oscar-plus", sink=4, recent=8, group_size=16)
+    fast = banded_logits(model, ids, method, rs)
+    slow = decode_step_by_step(model, OscarCache(model.config, method, rotations=rs), ids)
+    assert (fast - slow).abs().max().item() < 1e-4
+    cache = OscarCache(model.config, method, rotations=rs)
+    enable_oscar_attention(model, cache)
+    try:
+        rotated = decode_step_by_step(model, cache, ids)
+    finally:
+        disable_oscar_attention(model)
+    assert (fast - rotated).abs().max().item() < 1e-4
+    # with windows covering everything the transform is exact
+    wide = make_method("oscar-plus", sink=64, recent=64, group_size=16)
+    ref = banded_logits(model, ids, make_method("bf16"))
+    assert (banded_logits(model, ids, wide, rs) - ref).abs().max().item() < 1e-4

@@ -96,3 +96,20 @@ def test_rotation_file_v2_roundtrip_and_v1_still_loads(tmp_path):
               metadata={"format": '"oscar-kv-rotations/1"', "model_id": '"t"'})
     old = RotationSet.load(tmp_path / "old.safetensors")
     assert old.k_mean is None and old.mean("v", 0) is None and not old.centered
+
+
+def test_key_rescale_is_exact_and_favours_query_directions():
+    from oscarkv.rotation import key_rescale
+
+    g = torch.Generator().manual_seed(3)
+    d = 16
+    a = torch.randn(d, d, generator=g, dtype=torch.float64)
+    cq = a @ a.T + torch.diag(torch.logspace(0, 4, d, dtype=torch.float64))
+    k2 = torch.eye(d, dtype=torch.float64)
+    s, si = key_rescale(cq, k2)
+    assert torch.allclose(s @ si, torch.eye(d, dtype=torch.float64), atol=1e-9)
+    q, k = torch.randn(5, d, generator=g, dtype=torch.float64), torch.randn(7, d, generator=g, dtype=torch.float64)
+    assert torch.allclose((q @ si) @ (k @ s).T, q @ k.T, atol=1e-9)
+    lam, u = torch.linalg.eigh(cq)
+    gains = torch.einsum("di,de,ei->i", u, s, u)  # s_i along the query eigenvectors
+    assert gains[-1] > gains[0]  # more key range where queries look

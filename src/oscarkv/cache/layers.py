@@ -155,6 +155,8 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
         self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
         self.k_mean = None if self.plan.k_mean is None else self.plan.k_mean.to(self.device)
+        # reading keys back: x @ M^-1 = x @ (M^-T)^T (== k_rot^T when the key transform is orthogonal)
+        self.k_unrot = None if self.plan.k_query_rot is None else self.plan.k_query_rot.to(self.device)
         self.v_mean = None if self.plan.v_mean is None else self.plan.v_mean.to(self.device)
         empty_k, empty_v = key_states[:, :, :0], value_states[:, :, :0]
         self.sink_k, self.sink_v, self.tail_k, self.tail_v = empty_k, empty_v, empty_k, empty_v
@@ -177,7 +179,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
             return torch.cat([old_k, kr], dim=-2), torch.cat([old_v, vr], dim=-2)
         # the new tokens are returned exactly as given (not rotated back and forth)
         return (
-            torch.cat([uncenter(unrotate(old_k, self.k_rot), self.k_mean), key_states], dim=-2),
+            torch.cat([uncenter(unrotate(old_k, self.k_unrot), self.k_mean), key_states], dim=-2),
             torch.cat([uncenter(unrotate(old_v, self.v_rot), self.v_mean), value_states], dim=-2),
         )
 

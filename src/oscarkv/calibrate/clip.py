@@ -76,9 +76,10 @@ def pick(grid, errors: torch.Tensor) -> float:
 class KeyClipSearch:
     """K search: the K rotation and C_Q are final after pass 1; ``update`` takes K rows in batches."""
 
-    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid):
+    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid, query_rot: torch.Tensor | None = None):
         self.rot, self.base, self.grid = rot, base, tuple(grid)
-        r = rot.double().to(cq.device)  # [1 or H, d, d]
+        # logit error (q Q).e with Q the queries' transform (= rot when rot is orthogonal)
+        r = (rot if query_rot is None else query_rot).double().to(cq.device)  # [1 or H, d, d]
         self.c = r.transpose(-1, -2) @ cq @ r  # [H, d, d], logit-error metric in rotated coordinates
         self.err = torch.zeros(len(self.grid), dtype=torch.float64)
         self.count = 0

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from ..methods import DEFAULT_CLIP_K, DEFAULT_CLIP_V, rotate
 from ..quant import QuantConfig
-from ..rotation import COMPOSITIONS, RotationSet, config_hash, orthogonality_error, oscar_rotation
+from ..rotation import COMPOSITIONS, RotationSet, config_hash, key_rescale, orthogonality_error, oscar_rotation
 from .capture import attention_dims, capture_attention, check_all_layers, run_forward
 from .clip import DEFAULT_CLIP_GRID, KeyClipSearch, check_grid, clip_config, pick, value_clip_errors
 from .lloyd import fit_layer_levels
@@ -160,6 +160,7 @@ def build_rotations(
     center: bool = False,
     clip_grid=DEFAULT_CLIP_GRID,
     model_id: str | None = None,
+    key_scale: bool = False,
 ) -> RotationSet:
     """A RotationSet from collected statistics. ``center``: fit R_V, clip ratios and levels for centered
     rows (k - mu_K, v - mu_V), as served by methods that center; the means are stored either way."""
@@ -173,13 +174,26 @@ def build_rotations(
     base = QuantConfig(bits, group_size, None, scale_dtype)
     base.group(d)  # fail early on a group size that does not divide head_dim
     grid = check_grid(clip_grid)
-    if (fit_clip or levels == "lloyd-max") and stats.sample is None:
-        raise ValueError("clip fitting and Lloyd-Max levels need the token sample (collect_stats(need_sample=True))")
+    if stats.sample is None:
+        raise ValueError("building rotations needs the token sample (collect_stats(need_sample=True))")
     cq = stats.cq
     k_rot, k_eig = _rotations(cq, composition, per_head)
     k_rot32 = k_rot.float()
     k_mu = stats.k_mean.float() if center else None
     v_mu = stats.v_mean.float() if center else None
+    k_qrot = None
+    if key_scale:  # M = S.R for keys, S^-1.R for queries (rotation/build.py key_rescale)
+        ms, qs = [], []
+        for i in range(L):
+            kx = stats.sample[i].k.double()  # [N, H, d]
+            if center:
+                kx = kx - stats.k_mean[i].double()[None]
+            m2 = torch.einsum("nhd,nhe->hde", kx, kx) / kx.shape[0]  # [H, d, d]
+            targets = list(zip(cq[i], m2)) if per_head else [(cq[i].mean(0), m2.mean(0))]
+            sm = [key_rescale(c, k2) for c, k2 in targets]
+            ms.append(torch.stack([s_ @ r for (s_, _), r in zip(sm, k_rot[i])]))
+            qs.append(torch.stack([si @ r for (_, si), r in zip(sm, k_rot[i])]))
+        k_rot32, k_qrot = torch.stack(ms).float(), torch.stack(qs).float()
     v_rot, v_eig = _rotations([c.per_head(stats.v_mean[i] if center else None) for i, c in enumerate(stats.vcov)],
                               composition, per_head)
     v_rot32 = v_rot.float()
@@ -191,25 +205,33 @@ def build_rotations(
         mu = k_mu if kind == "k" else v_mu
         return x if mu is None else center_rows(x, mu[i])
 
-    # ---- clip ratios
-    k_errs, v_errs = [], []
-    if fit_clip:
-        k_clip, v_clip = [], []
-        for i in range(L):
-            # K search on the token sample: over every token it cost 2-3x the forward pass on
-            # 2 CPU cores, and a 4096-token uniform sample picks the same ratios (0.02 grid)
-            ks = KeyClipSearch(k_rot32[i], cq[i], base, grid)
-            ks.update(rows("k", i))
-            ke = ks.errors()
-            s = stats.sample[i]
-            wbar = s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)  # mean ~1 per head
-            ve = value_clip_errors(rows("v", i)[0].transpose(0, 1), wbar, v_rot32[i], base, grid)
-            k_clip.append(pick(grid, ke))
-            v_clip.append(pick(grid, ve))
+    # ---- clip ratios (and the relative error calibration measures at the chosen ratio, for the
+    # "this model defeats the method" check: quality_warning)
+    k_errs, v_errs, k_rel, v_rel = [], [], [], []
+    k_clip, v_clip = [], []
+    for i in range(L):
+        # K search on the token sample: over every token it cost 2-3x the forward pass on
+        # 2 CPU cores, and a 4096-token uniform sample picks the same ratios (0.02 grid)
+        kg, vg = (grid, grid) if fit_clip else ((DEFAULT_CLIP_K,), (DEFAULT_CLIP_V,))
+        ks = KeyClipSearch(k_rot32[i], cq[i], base, kg, None if k_qrot is None else k_qrot[i])
+        ks.update(rows("k", i))
+        ke = ks.errors()
+        s = stats.sample[i]
+        wbar = s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)  # mean ~1 per head
+        ve = value_clip_errors(rows("v", i)[0].transpose(0, 1), wbar, v_rot32[i], base, vg)
+        k_clip.append(pick(kg, ke))
+        v_clip.append(pick(vg, ve))
+        if fit_clip:
             k_errs.append(ke.tolist())
             v_errs.append(ve.tolist())
-    else:
-        k_clip, v_clip = [DEFAULT_CLIP_K] * L, [DEFAULT_CLIP_V] * L
+        # error relative to what attention can see: the spread of the logits over keys (centered
+        # keys, the common shift q.mu_K does not change softmax) and the spread of the values
+        kc = center_rows(s.k.transpose(0, 1)[None], stats.k_mean[i].float())[0].double()  # [H, N, d]
+        logit_var = ((kc @ cq[i].to(kc.device)) * kc).sum(-1).mean()
+        vc = center_rows(s.v.transpose(0, 1)[None], stats.v_mean[i].float())[0].double()
+        v_var = (wbar.double().transpose(0, 1) * vc.pow(2).sum(-1)).mean()
+        k_rel.append(float(ke[kg.index(k_clip[-1])] / logit_var.clamp_min(1e-30)))
+        v_rel.append(float(ve[vg.index(v_clip[-1])] / v_var.clamp_min(1e-30)))
 
     # ---- Lloyd-Max levels, fitted after (and for) the chosen clip ratio
     k_lv = v_lv = None
@@ -241,9 +263,13 @@ def build_rotations(
         "per_head": per_head,
         "levels": levels,
         "centered": bool(center),
+        "key_scale": bool(key_scale),
         "clip": "fitted" if fit_clip else "default",
         "clip_candidates": list(grid) if fit_clip else [],
         "clip_errors": {"k": k_errs, "v": v_errs},  # per layer, per candidate (diagnostics)
+        # per layer: INT error / spread of what attention sees (K: logit variance over keys, V: score-
+        # weighted value variance), at the chosen clip; see quality_warning
+        "relative_error": {"k": [round(x, 6) for x in k_rel], "v": [round(x, 6) for x in v_rel]},
         "sample_tokens": stats.sample_tokens,
         "calib_seconds": round(stats.seconds + time.perf_counter() - t0, 2),
     }
@@ -252,7 +278,7 @@ def build_rotations(
         k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
         k_clip=torch.tensor(k_clip, dtype=torch.float32), v_clip=torch.tensor(v_clip, dtype=torch.float32),
         k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
-        k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(),
+        k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(), k_query_rotation=k_qrot,
         meta=meta,
     )
 
@@ -275,6 +301,7 @@ def calibrate(
     model_id: str | None = None,
     seed: int = 0,
     center: bool = False,
+    key_scale: bool = False,
 ) -> RotationSet:
     """Calibrate OSCAR rotations (R_K from Sigma_K = mean_h C_Q, R_V from the score-weighted Sigma_V),
     per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``.
@@ -296,7 +323,30 @@ def calibrate(
         raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
     QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model).head_dim)
     check_grid(clip_grid)
-    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed,
-                          need_sample=fit_clip or levels == "lloyd-max")
+    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
     return build_rotations(stats, composition, group_size, bits, scale_dtype, fit_clip, per_head, levels, center,
-                           clip_grid, model_id)
+                           clip_grid, model_id, key_scale)
+
+
+# A calibration whose measured relative INT error is this far above the usual is flagged. Measured
+# (docs/ACCURACY.md): see REL_ERROR_LIMIT's justification there.
+REL_ERROR_LIMIT = 1.0
+
+
+def quality_warning(rs: RotationSet, limit: float = REL_ERROR_LIMIT) -> str | None:
+    """One line for the user when the quantization error that calibration measured is far above the
+    usual (e.g. token-wise INT2 on uncentered keys of a model with q/k/v biases), else None."""
+    rel = rs.meta.get("relative_error") or {}
+    worst = []
+    for kind in ("k", "v"):
+        vals = rel.get(kind) or []
+        if vals:
+            i = max(range(len(vals)), key=lambda j: vals[j])
+            if vals[i] > limit:
+                worst.append(f"{kind.upper()} error {vals[i]:.2f}x its signal spread in layer {i}")
+    if not worst:
+        return None
+    fix = ("calibrate with --plus (centering, per-head rotations) and use method oscar-plus"
+           if not rs.meta.get("centered") else "use kivi or int4 for this model, or keep larger BF16 windows")
+    return (f"this model's activations defeat {rs.meta.get('bits', 2)}-bit token-wise quantization as calibrated "
+            f"({'; '.join(worst)}; usual is < {limit:g}): expect large accuracy loss; {fix}")

@@ -60,7 +60,7 @@ def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
             blk = k[:, :, sink : sink + nb * g]
             kq[:, :, sink : sink + nb * g] = dequantize_key_blocks(quantize_key_blocks(blk, plan.k_cfg), k.dtype)
     else:
-        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot, mean=plan.k_mean)
+        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot, mean=plan.k_mean, r_query=plan.k_qrot)
     return kq, vq
 
 

@@ -49,7 +49,8 @@ def _per_query_head(r: torch.Tensor | None, groups: int) -> torch.Tensor | None:
 def _layer_rotations(cache: OscarCache, idx: int):
     layer = cache.layers[idx]
     plan = getattr(layer, "plan", None)
-    return (None, None) if plan is None else (plan.k_rot, plan.v_rot)
+    # queries use the key transform's inverse transpose (== R_K when it is orthogonal, see methods.LayerPlan)
+    return (None, None) if plan is None else (plan.k_query_rot, plan.v_rot)
 
 
 def _layer_value_mean(cache: OscarCache, idx: int):

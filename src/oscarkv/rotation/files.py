@@ -11,6 +11,9 @@ Tensors (float32):
                                   mean of post-RoPE keys / values per KV head, for exact centering
                                   (rotation/centering.py); metadata "centered" says whether the clip
                                   ratios, levels and V rotation were fitted on centered rows
+    k_query_rotation              [num_layers, R, head_dim, head_dim]  optional (format 2): when the key
+                                  transform M = S.R is not orthogonal (per-channel key rescale S, issue 10),
+                                  queries use M^-T = S^-1.R: (q M^-T).(k M) = q.k; absent = k_rotation
 
 Metadata (safetensors string map, JSON-encoded values): model_id, config_hash, num_layers,
 num_kv_heads, head_dim, group_size, bits, calib_tokens, composition, objective, library_version.
@@ -73,6 +76,7 @@ class RotationSet:
     k_levels: torch.Tensor | None = None  # [L, 2**bits]
     v_levels: torch.Tensor | None = None
     k_mean: torch.Tensor | None = None  # [L, H_kv, d]
+    k_query_rotation: torch.Tensor | None = None  # [L, R, d, d]; None = k_rotation (orthogonal)
     v_mean: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
 
@@ -106,6 +110,11 @@ class RotationSet:
         r = float(t[layer])
         return r if 0.0 < r < 1.0 else None
 
+    def query_rotation(self, layer: int) -> torch.Tensor | None:
+        """[R, d, d] transform for queries (and for reading stored keys back: x @ Q^T = x @ M^-1) when the
+        key transform is not orthogonal; None when it is (then R_K serves both)."""
+        return None if self.k_query_rotation is None else self.k_query_rotation[layer]
+
     def mean(self, kind: str, layer: int) -> torch.Tensor | None:
         """[H_kv, d] calibrated mean of ``kind`` in {"k", "v"} at ``layer`` (None in version-1 files)."""
         t = self.k_mean if kind == "k" else self.v_mean
@@ -132,6 +141,9 @@ class RotationSet:
         r = self.k_rotation.shape[1]
         if r not in (1, fp["num_kv_heads"]):
             problems.append(f"{r} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
+        q = self.k_query_rotation
+        if q is not None and q.shape != self.k_rotation.shape:
+            problems.append(f"k_query_rotation is {tuple(q.shape)}, k_rotation {tuple(self.k_rotation.shape)}")
         for name in ("k_mean", "v_mean"):
             t = getattr(self, name)
             if t is not None and (t.ndim != 3 or t.shape[0] != self.num_layers or t.shape[1] not in (1, fp["num_kv_heads"])
@@ -155,7 +167,8 @@ class RotationSet:
 
         path = Path(path)
         tensors = {"k_rotation": self.k_rotation, "v_rotation": self.v_rotation}
-        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels", "k_mean", "v_mean"):
+        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels", "k_mean", "v_mean",
+                     "k_query_rotation"):
             t = getattr(self, name)
             if t is not None:
                 tensors[name] = t.float().contiguous()
