@@ -18,7 +18,14 @@ per-channel key groups already absorb channel offsets) or oscar (kept faithful t
 may carry "+center" / "+nocenter" (e.g. ``oscar+center``, ``hadamard+nocenter``) for ablations.
 
 All methods share the same BF16 windows (``sink`` first tokens, ``recent`` last tokens) so a table
-compares quantizers at equal bits; ``sink=recent=0`` gives pure INT2.
+compares quantizers at equal bits; ``sink=recent=0, page=1`` gives pure INT2.
+
+The window rule (TEAM decision 1) has ONE definition, ``KVMethod.int2_len`` / ``KVMethod.held_quantized``:
+a sequence of t tokens holds tokens [S, S + int2_len(t)) quantized with
+int2_len(t) = B * floor(max(0, t - S - W) / B), B = the demotion page (``page``, default 16 like the
+GPU pool's block size; KIVI: its key block ``group_size``). The sink [0, min(t, S)) and the recent
+tokens [S + int2_len, t) (W .. W + B - 1 of them) stay in high precision. The CPU cache
+(cache/layers.py), the banded evaluation (eval/banded.py) and the GPU cache all derive from it.
 
 Everything here is a torch reference: the cache, the evaluation fast path and the kernels' tests
 all go through ``quantize_rows`` / ``quantize_key_blocks`` so there is one definition per operation.
@@ -53,13 +60,36 @@ class KVMethod:
     scale_dtype: str = "float16"
     levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
     center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
+    page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
 
     @property
     def quantized(self) -> bool:
         return self.bits is not None
 
-    def with_windows(self, sink: int, recent: int) -> "KVMethod":
-        return replace(self, sink=sink, recent=recent)
+    # --------------------------------------------------------------- the window rule
+    @property
+    def demotion_unit(self) -> int:
+        """Tokens demoted together: the page B, or for KIVI its whole key block (``page`` is unused there)."""
+        return self.group_size if self.key_axis == "channel" else self.page
+
+    def int2_len(self, t):
+        """THE window rule: how many tokens a sequence of ``t`` tokens holds quantized, as the tokens
+        [sink, sink + int2_len(t)). ``t`` is an int or an integer tensor (then elementwise)."""
+        if not self.quantized:
+            return torch.zeros_like(t) if torch.is_tensor(t) else 0
+        u, over = self.demotion_unit, t - self.sink - self.recent
+        if torch.is_tensor(over):
+            return torch.clamp(over, min=0) // u * u
+        return max(0, over) // u * u
+
+    def held_quantized(self, j, t) -> torch.Tensor:
+        """Bool (broadcast of j and t): is token j held quantized when the sequence holds t tokens?
+        j and t count a row's own tokens (after its left padding)."""
+        j, t = torch.as_tensor(j), torch.as_tensor(t)
+        return (j >= self.sink) & (j < self.sink + self.int2_len(t))
+
+    def with_windows(self, sink: int, recent: int, page: int | None = None) -> "KVMethod":
+        return replace(self, sink=sink, recent=recent, page=self.page if page is None else page)
 
     # --------------------------------------------------------------- accounting
     def scale_bits(self) -> int:
@@ -67,19 +97,14 @@ class KVMethod:
 
     def quantized_tokens(self, context: int) -> int:
         """Tokens held quantized when the cache holds exactly ``context`` tokens."""
-        if not self.quantized:
-            return 0
-        n = max(0, context - self.sink - self.recent)
-        if self.key_axis == "channel":
-            n -= n % self.group_size  # KIVI quantizes whole blocks only
-        return n
+        return self.int2_len(context)
 
     def mean_quantized_tokens(self, context: int) -> float:
-        """Like ``quantized_tokens`` but, for KIVI, averaged over decode steps: its incomplete key block
-        (0 .. G-1 tokens) stays in full precision, (G - 1) / 2 on average. At a multiple of G the exact
-        count would show no residual at all, which flatters KIVI's bits."""
-        if self.key_axis == "channel" and self.quantized:
-            return max(0.0, context - self.sink - self.recent - (self.group_size - 1) / 2)
+        """Like ``quantized_tokens`` but averaged over decode steps: the incomplete demotion page (KIVI:
+        key block) of 0 .. B-1 tokens stays in full precision, (B - 1) / 2 on average. At a multiple of
+        B the exact count would show no partial page at all, which flatters the bits."""
+        if self.quantized and self.demotion_unit > 1:
+            return max(0.0, context - self.sink - self.recent - (self.demotion_unit - 1) / 2)
         return float(self.quantized_tokens(context))
 
     def bits_per_element(self, context: int, head_dim: int) -> float:
@@ -175,14 +200,17 @@ def make_method(
     clip: str | None = None,
     levels: str = "uniform",
     center: str | None = None,
+    page: int = 16,
 ) -> KVMethod:
     """A method by name (see ``METHOD_NAMES``, optionally + "+center" / "+nocenter") with shared
-    window/group settings."""
+    window/group settings; ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if sink < 0 or recent < 0:
         raise ValueError("sink and recent must be >= 0")
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        raise ValueError(f"page (tokens demoted together) must be an int >= 1, got {page!r}")
     if clip is not None and clip not in CLIP_MODES:
         raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
-    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype)
+    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
     label = name
     for suffix, mode in (("+center", "on"), ("+nocenter", "off")):
         if name.endswith(suffix):

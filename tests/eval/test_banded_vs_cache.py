@@ -35,11 +35,11 @@ def decode_step_by_step(model, cache, ids, prefill=1):
 
 
 @pytest.mark.parametrize("name", ["bf16", "naive", "hadamard", "kivi", "int4", "oscar"])
-@pytest.mark.parametrize("sink,recent", [(4, 8), (0, 0), (3, 1)])
-def test_banded_equals_decoding(setup, name, sink, recent):
+@pytest.mark.parametrize("sink,recent,page", [(4, 8, 16), (0, 0, 1), (3, 1, 1), (3, 1, 4)])
+def test_banded_equals_decoding(setup, name, sink, recent, page):
     torch.set_num_threads(1)
     model, rot, ids = setup
-    method = make_method(name, sink=sink, recent=recent, group_size=16)
+    method = make_method(name, sink=sink, recent=recent, group_size=16, page=page)
     fast = banded_logits(model, ids, method, rot)
     cache = OscarCache(model.config, method, rotations=rot)
     slow = decode_step_by_step(model, cache, ids)

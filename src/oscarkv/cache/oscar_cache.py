@@ -12,20 +12,6 @@ from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLa
 OUTPUT_BASES = ("original", "rotated")
 
 
-def held_quantized(method: KVMethod, j, n):
-    """Is token j held quantized when the cache holds n tokens? (ints or broadcasting tensors; j and n
-    in a row's own positions, i.e. after its left padding). The rule of ``OscarCache``'s docstring,
-    for evaluation fast paths that fake-quantize instead of running the cache."""
-    j, n = torch.as_tensor(j), torch.as_tensor(n)
-    if not method.quantized:
-        return torch.zeros(torch.broadcast_shapes(j.shape, n.shape), dtype=torch.bool)
-    s, w = method.sink, method.recent
-    if method.key_axis == "channel":  # whole KIVI blocks aligned at the sink
-        g = method.group_size
-        return (j >= s) & (j < s + torch.clamp(n - w - s, min=0) // g * g)
-    return (j >= s) & (j < n - w)
-
-
 class OscarCache(Cache):
     """Mixed-precision KV cache: per layer, ``sink`` first tokens and ``recent`` last tokens in the
     model dtype, everything in between packed (INT2 / INT4 codes + scale/zero), all rows stored
@@ -34,27 +20,28 @@ class OscarCache(Cache):
     Exact semantics (the evaluation fast path relies on them):
 
     * Held state. When a layer holds n tokens after an update (the tokens just added included),
-      token j is held quantized iff ``sink <= j < n - recent`` (token-wise methods: naive,
-      hadamard, int4, oscar). Otherwise it is held exactly (rotated, model dtype; rotating and
-      un-rotating costs float rounding only). ``bf16`` never quantizes. ``kivi``: token j is held
-      quantized iff ``sink <= j < sink + G * floor((n - recent - sink) / G)`` (G = group_size), i.e.
-      only whole key blocks, aligned at position ``sink``, that lie entirely outside the recent window.
+      token j is held quantized iff ``method.held_quantized(j, n)``, i.e.
+      ``sink <= j < sink + B * floor(max(0, n - sink - recent) / B)`` with B the demotion page
+      (``page``, default 16; KIVI: its key block ``group_size``). Otherwise it is held exactly
+      (rotated, model dtype; rotating and un-rotating costs float rounding only). ``bf16`` never
+      quantizes. ``page=1`` demotes every token as soon as it leaves the recent window.
     * Token-local. A token's quantized value depends only on that token's K/V row (KIVI keys: on its
       block), never on when it was demoted or on other rows of the batch.
     * Returned states. ``update(k, v)`` with T new tokens returns (old, new) concatenated along the
       token axis: the n - T previously held tokens *as held after this update's demotions*, then
       the T new tokens unquantized (transformers' convention and spec section 5.4: within one call,
       tokens attend to each other at full precision). Hence in step-by-step decoding the query at
-      position i sees token j quantized iff ``sink <= j <= i - recent`` for recent >= 1; with
-      ``recent == 0`` the query still sees its own token unquantized (j < i), a departure from the
-      held rule that only the current token gets.
+      position i sees token j quantized iff ``held_quantized(j, i + 1) and j < i``: with
+      ``recent == 0, page == 1`` the query still sees its own token unquantized, a departure from
+      the held rule that only the current token gets.
     * Basis. By default (``output_basis == "original"``) keys/values are returned in the model's
       basis, so any attention implementation works. ``enable_oscar_attention`` switches the cache to
       ``"rotated"``: returned K/V stay rotated and the registered attention function rotates q by R_K
       and the output back by R_V^T (or R_V^T is absorbed into o_proj).
-    * Left padding. Call ``set_padding(attention_mask)`` before the first forward (or install
-      ``oscarkv.integrations.transformers.track_padding(model)``): row b's sink is then its first
-      ``sink`` *real* tokens and all the rules above apply to each row in its own positions.
+    * Left padding. The attention mask of the first forward tells the cache each row's padding
+      (``set_padding``; oscar-kv's hook and attention function call it, see
+      ``oscarkv.integrations.transformers``): row b's sink is then its first ``sink`` *real* tokens
+      and all the rules above apply to each row in its own positions.
 
     ``nbytes()`` reports the bytes actually held per segment; ``bits_per_element()`` the average
     stored bits per K/V element (windows count at the model dtype's width, e.g. 32 on CPU float32).
@@ -71,9 +58,10 @@ class OscarCache(Cache):
         scale_dtype: str = "float16",
         clip: str | None = None,
         levels: str = "uniform",
+        page: int = 16,
     ):
         if isinstance(method, str):
-            method = make_method(method, sink, recent, group_size, scale_dtype, clip, levels)
+            method = make_method(method, sink, recent, group_size, scale_dtype, clip, levels, page)
         # a KVMethod carries its own windows and group size; the keyword arguments are ignored then
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)
@@ -101,7 +89,7 @@ class OscarCache(Cache):
             return FullPrecisionLayer()
         plan = method.layer_plan(idx, head_dim, rotations)
         cls = KiviLayer if plan.key_axis == "channel" else TokenwiseLayer
-        return cls(plan, method.sink, method.recent)
+        return cls(plan, method)
 
     # ------------------------------------------------------------------ modes
     @property
@@ -171,6 +159,6 @@ class OscarCache(Cache):
     def __repr__(self) -> str:
         m = self.method
         return (
-            f"OscarCache(method={m.name!r}, sink={m.sink}, recent={m.recent}, group_size={m.group_size}, "
+            f"OscarCache(method={m.name!r}, sink={m.sink}, recent={m.recent}, page={m.page}, group_size={m.group_size}, "
             f"layers={len(self.layers)}, basis={self._output_basis!r}, tokens={self.get_seq_length()})"
         )
