@@ -199,8 +199,8 @@ def make_method(
     scale_dtype: str = "float16",
     clip: str | None = None,
     levels: str = "uniform",
-    center: str | None = None,
     page: int = 16,
+    center: str | None = None,
 ) -> KVMethod:
     """A method by name (see ``METHOD_NAMES``, optionally + "+center" / "+nocenter") with shared
     window/group settings; ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
