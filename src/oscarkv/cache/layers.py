@@ -7,6 +7,8 @@
 The two quantized kinds share ``MixedWindowLayer``: a model-dtype sink, a packed history and a
 model-dtype tail (recent window plus the partial demotion page / KIVI's incomplete key block). All three segments hold *rotated*
 rows (x @ R_K, v @ R_V), as in the spec (section 4), so one rotated query serves every segment.
+With a centered plan (``plan.k_mean``) every segment holds (x - mean) @ R (rotation/centering.py):
+exact, since the key shift is common to all keys and the value mean is added back on read.
 
 ``update(k, v)`` contract (shared by all kinds):
   * k, v: [B, H_kv, T, d] in the model's basis (post-RoPE keys).
@@ -33,6 +35,7 @@ from ..methods import (
     unrotate,
 )
 from ..quant import dequantize
+from ..rotation.centering import center, uncenter
 from .store import RowStore
 
 
@@ -154,6 +157,10 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self._sink_done = self.pad + self.sink
         self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
         self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        self.k_mean = None if self.plan.k_mean is None else self.plan.k_mean.to(self.device)
+        # reading keys back: x @ M^-1 = x @ (M^-T)^T (== k_rot^T when the key transform is orthogonal)
+        self.k_unrot = None if self.plan.k_query_rot is None else self.plan.k_query_rot.to(self.device)
+        self.v_mean = None if self.plan.v_mean is None else self.plan.v_mean.to(self.device)
         empty_k, empty_v = key_states[:, :, :0], value_states[:, :, :0]
         self.sink_k, self.sink_v, self.tail_k, self.tail_v = empty_k, empty_v, empty_k, empty_v
         self.hist_k, self.hist_v = RowStore(), RowStore()
@@ -164,18 +171,19 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n_old = self.n
-        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        kr = rotate(center(key_states, self.k_mean), self.k_rot)
+        vr = rotate(center(value_states, self.v_mean), self.v_rot)
         self._append(kr, vr)
         self.fresh = self.rotated_outputs
         if n_old == 0:  # prefill into an empty cache: nothing older to show
             return (kr, vr) if self.rotated_outputs else (key_states, value_states)
         old_k, old_v = self._stored(n_old)
-        if self.rotated_outputs:
+        if self.rotated_outputs:  # rotated *and* centered: the attention adds rotated_mean(v_mean) back
             return torch.cat([old_k, kr], dim=-2), torch.cat([old_v, vr], dim=-2)
         # the new tokens are returned exactly as given (not rotated back and forth)
         return (
-            torch.cat([unrotate(old_k, self.k_rot), key_states], dim=-2),
-            torch.cat([unrotate(old_v, self.v_rot), value_states], dim=-2),
+            torch.cat([uncenter(unrotate(old_k, self.k_unrot), self.k_mean), key_states], dim=-2),
+            torch.cat([uncenter(unrotate(old_v, self.v_rot), self.v_mean), value_states], dim=-2),
         )
 
     def _quantized_end(self) -> torch.Tensor:

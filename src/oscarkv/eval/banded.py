@@ -43,7 +43,7 @@ def quantized_mask(method: KVMethod, q_pos: torch.Tensor, k_pos: torch.Tensor) -
 
 def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
     """Dequantized K, V [B, H, T, d] in the original basis (KIVI keys: blocks aligned at ``sink``)."""
-    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot)
+    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot, mean=plan.v_mean)
     if plan.key_axis == "channel":
         g = plan.k_cfg.group_size
         t = k.shape[2]
@@ -53,7 +53,7 @@ def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
             blk = k[:, :, sink : sink + nb * g]
             kq[:, :, sink : sink + nb * g] = dequantize_key_blocks(quantize_key_blocks(blk, plan.k_cfg), k.dtype)
     else:
-        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot)
+        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot, mean=plan.k_mean, r_query=plan.k_qrot)
     return kq, vq
 
 

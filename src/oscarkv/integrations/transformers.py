@@ -28,6 +28,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 from ..cache import OscarCache
 from ..cache.paged import PagedLayer
+from ..rotation.centering import add_value_mean, rotated_mean
 
 ATTENTION_NAME = "oscar_sdpa"
 # The paged backend's name: no mask builder is registered for it, so transformers passes no mask (the
@@ -52,7 +53,14 @@ def _per_query_head(r: torch.Tensor | None, groups: int) -> torch.Tensor | None:
 def _layer_rotations(cache: OscarCache, idx: int):
     layer = cache.layers[idx]
     plan = getattr(layer, "plan", None)
-    return (None, None) if plan is None else (plan.k_rot, plan.v_rot)
+    # queries use the key transform's inverse transpose (== R_K when it is orthogonal, see methods.LayerPlan)
+    return (None, None) if plan is None else (plan.k_query_rot, plan.v_rot)
+
+
+def _layer_value_mean(cache: OscarCache, idx: int):
+    """mu_V in the rotated basis when the layer stores centered values (rotation/centering.py)."""
+    plan = getattr(cache.layers[idx], "plan", None)
+    return None if plan is None else rotated_mean(plan.v_mean, plan.v_rot)
 
 
 def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
@@ -78,6 +86,8 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
         if rk is not None:
             query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
         out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1)
+    out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
     if rv is not None and not st.absorbed:
         # out is [B, T, H_q, d]; undo R_V per head: o = o_rot @ R_V^T
         r = _per_query_head(rv, groups).to(out.device, out.dtype)
