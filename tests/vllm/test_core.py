@@ -135,22 +135,26 @@ def test_exact_mode():
         check(m.step([("a", 1)]))
 
 
-def test_centered_rotation_file_is_refused(tmp_path):
-    from safetensors.torch import load_file, save_file
+@pytest.mark.parametrize("mode", ["exact", "oscar"])
+def test_centering_applied(mode):
+    """Calibrated means (rotation/centering.py): rows stored as (x - mu) @ R and mu_V @ R_V added to the
+    output; the reference writes that out (in exact mode it equals the uncentered attention)."""
+    m = MiniVLLM(OscarSettings(rotations="x", mode=mode, sink=16, recent=32), means=True)
+    m.add("a", toks(17, 150))
+    check(m.step([("a", 90)]), atol=1e-4)
+    for _ in range(5):
+        check(m.step([("a", 1)]), atol=1e-4)
 
-    from oscarkv.errors import InputError
-    from oscarkv.integrations.vllm.core import check_centering
+
+def test_layer_plan_from_centered_file(tmp_path):
+    """A format-2 file with k_mean / v_mean reaches the layer as its means (center="auto")."""
+    from oscarkv.integrations.vllm.core import check_centering, layer_compute_for
     from oscarkv.rotation import RotationSet
 
     eye = torch.eye(64)[None, None].repeat(2, 1, 1, 1)
-    p = RotationSet(eye, eye.clone()).save(tmp_path / "r.safetensors")
-    check_centering(RotationSet.load(p), p)  # fine
-    t = load_file(p)
-    t["mu_k"] = torch.zeros(2, 1, 64)
-    from safetensors import safe_open
-
-    with safe_open(str(p), framework="pt") as f:
-        meta = f.metadata()
-    save_file(t, p, metadata=meta)
-    with pytest.raises(InputError, match="centering"):
-        check_centering(RotationSet.load(p), p)
+    mk = torch.randn(2, 2, 64)
+    p = RotationSet(eye, eye.clone(), k_mean=mk, v_mean=mk.clone(), meta={"centered": True}).save(tmp_path / "r.safetensors")
+    rs = RotationSet.load(p)
+    check_centering(rs, p)  # accepted: centering has its home in rotation/centering.py
+    lc = layer_compute_for(1, S, rs, 64, torch.float32, 0.125)
+    assert torch.equal(lc.k_mean0, mk[1])

@@ -426,16 +426,34 @@ def shadow_report() -> dict:
     }
 
 
+def _center(x: torch.Tensor, mean: torch.Tensor | None) -> torch.Tensor:
+    """x [T, H, d] minus mu ([H or 1, d]) through rotation/centering.center (which wants [..., H, T, d])."""
+    if mean is None:
+        return x
+    from ...rotation.centering import center
+
+    return center(x.transpose(0, 1), mean).transpose(0, 1)
+
+
 class LayerCompute:
     """One attention layer: its rotations, clip/quant configs and shadow pages (lazily allocated)."""
 
     def __init__(self, fmt: PageFormat, k_cfg: QuantConfig | None, v_cfg: QuantConfig | None,
-                 k_rot: torch.Tensor | None, v_rot: torch.Tensor | None, scale: float, kernels: str = "auto"):
+                 k_rot: torch.Tensor | None, v_rot: torch.Tensor | None, scale: float, kernels: str = "auto",
+                 k_mean: torch.Tensor | None = None, v_mean: torch.Tensor | None = None,
+                 q_rot: torch.Tensor | None = None):
         _LAYERS.add(self)
         LAYERS_CREATED[fmt.mode] += 1
         self.fmt, self.k_cfg, self.v_cfg = fmt, k_cfg, v_cfg
-        self.k_rot0, self.v_rot0 = k_rot, v_rot  # [R, d, d] float32 (R = 1 or H_kv), host
-        self.k_rot = self.v_rot = None
+        # [R, d, d] float32 (R = 1 or H_kv), host; q_rot: the queries' transform when R_K is not orthogonal
+        self.k_rot0, self.v_rot0, self.q_rot0 = k_rot, v_rot, (k_rot if q_rot is None else q_rot)
+        # centering (rotation/centering.py, the one home of that math): rows stored as (x - mu) @ R, and
+        # mu_V @ R_V added to the rotated output (softmax weights sum to 1, so this is exact)
+        self.k_mean0, self.v_mean0 = k_mean, v_mean
+        self.k_rot = self.v_rot = self.q_rot = self.k_mean = self.v_mean = self.v_out_mean = None
+        levels = (k_cfg is not None and k_cfg.levels is not None) or (v_cfg is not None and v_cfg.levels is not None)
+        if levels and kernels in ("auto", "triton"):
+            kernels = "off"  # the package's kernels implement uniform levels only (check_kernel_configs)
         self.scale = scale
         self.kernels = kernels
         self.shadow_k = self.shadow_v = None
@@ -445,6 +463,13 @@ class LayerCompute:
         if self.k_rot is None and self.k_rot0 is not None:
             self.k_rot = self.k_rot0.to(dev, torch.float32)
             self.v_rot = self.v_rot0.to(dev, torch.float32)
+            self.q_rot = self.q_rot0.to(dev, torch.float32)
+            if self.k_mean0 is not None:
+                from ...rotation.centering import rotated_mean
+
+                self.k_mean = self.k_mean0.to(dev, torch.float32)
+                self.v_mean = self.v_mean0.to(dev, torch.float32)
+                self.v_out_mean = rotated_mean(self.v_mean, self.v_rot)  # [H_kv or 1, d], rotated basis
         if self.fmt.mode == "exact" or pages <= 0:
             return
         have = 0 if self.shadow_k is None else self.shadow_k.shape[0]
@@ -474,9 +499,9 @@ class LayerCompute:
         dev = query.device
         hkv, bs = kv_cache.shape[1], kv_cache.shape[2]
         self._ensure(dev, hkv, bs, plan.num_shadow_pages)
-        kr = _per_head(key[:n], self.k_rot, False)
-        vr = _per_head(value[:n], self.v_rot, False)
-        qr = _per_head(query[:n], self.k_rot, False)
+        kr = _per_head(_center(key[:n], self.k_mean), self.k_rot, False)
+        vr = _per_head(_center(value[:n], self.v_mean), self.v_rot, False)
+        qr = _per_head(query[:n], self.q_rot, False)
         valid = plan.slot_mapping >= 0
         if self.fmt.mode == "exact":
             kc, vc = self.fmt.exact_views(kv_cache)
@@ -496,6 +521,10 @@ class LayerCompute:
             if plan.decode_meta is not None and self._decode_backend(dev) is not None:
                 partial = self._decode_kernel(pool, qr, plan, self._decode_backend(dev))
             o = self._attend(qr, kr, vr, plan, None, pool, partial=partial)
+        if self.v_out_mean is not None:
+            from ...rotation.centering import value_output_mean
+
+            o = o + value_output_mean(self.v_out_mean, o.shape[1]).to(o.dtype)[None]
         o = _per_head(o.to(query.dtype), self.v_rot, True)
         out = output[:n].view(n, -1, self.fmt.head_dim)
         out.copy_(o.to(output.dtype))
@@ -563,22 +592,36 @@ class LayerCompute:
 
 def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int, dtype: torch.dtype,
                       scale: float) -> LayerCompute:
-    """LayerCompute for one layer from a RotationSet (clip ratios and rotations from the file)."""
+    """LayerCompute for one layer from a RotationSet: rotations and clip ratios through the method
+    object's layer plan; centering (the file's means) when the file was fitted for centered rows."""
     from ...methods import make_method
 
+    m = make_method("oscar", sink=s.sink, recent=s.recent, group_size=s.group_size, scale_dtype=s.scale_dtype,
+                    **_center_kw(rotations))
+    plan = m.layer_plan(layer_idx, head_dim, rotations)
+    extra = dict(k_mean=getattr(plan, "k_mean", None), v_mean=getattr(plan, "v_mean", None),
+                 q_rot=getattr(plan, "k_qrot", None))
     if s.mode == "exact":
         fmt = PageFormat(head_dim, "exact", dtype)
-        r = rotations
-        return LayerCompute(fmt, None, None, r.rotation("k", layer_idx), r.rotation("v", layer_idx), scale, s.kernels)
-    m = make_method("oscar", sink=s.sink, recent=s.recent, group_size=s.group_size, scale_dtype=s.scale_dtype)
-    plan = m.layer_plan(layer_idx, head_dim, rotations)
-    if plan.k_cfg.levels is not None or plan.v_cfg.levels is not None:  # pragma: no cover (uniform only)
-        raise InputError("Lloyd-Max levels are not supported by the vLLM backend; use uniform levels")
+        return LayerCompute(fmt, None, None, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
     ng = head_dim // plan.k_cfg.group(head_dim)
     if plan.v_cfg.group(head_dim) != plan.k_cfg.group(head_dim):
         raise InputError("K and V must share group_size in the vLLM backend")
     fmt = PageFormat(head_dim, "oscar", dtype, ng, _dtype(s.scale_dtype))
-    return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels)
+    return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
+
+
+def _center_kw(rotations) -> dict:
+    """Center iff the file's clip ratios / R_V were fitted for centered rows (``RotationSet.centered``,
+    ``calibrate --plus``); files from plain ``calibrate`` store the means too but are served uncentered,
+    as the paper's oscar method (methods.py) does."""
+    import inspect
+
+    from ...methods import make_method
+
+    if "center" not in inspect.signature(make_method).parameters:
+        return {}
+    return {"center": "on" if getattr(rotations, "centered", False) else "off"}
 
 
 CENTERING_NAMES = ("mu_k", "mu_v", "k_mu", "v_mu", "k_mean", "v_mean", "k_center", "v_center")
@@ -596,9 +639,15 @@ def check_centering(rotations, path: str | None = None) -> None:
         with safe_open(str(path), framework="pt") as f:
             names |= {k for k in f.keys() if k.lower() in CENTERING_NAMES}
             meta = {**meta, **(f.metadata() or {})}
-    if names or any(k in meta for k in ("centering", "centered")):
+    if not (names or any(k in meta for k in ("centering", "centered"))):
+        return
+    try:
+        from ...rotation import centering  # noqa: F401  (centering's one home: applied by LayerCompute)
+
+        return
+    except ImportError:
         raise InputError(f"{path or 'this rotation file'} has centering (mu_K/mu_V), which this oscar-kv vLLM "
-                         "backend cannot apply yet; use a rotation file calibrated without centering")
+                         "backend cannot apply; upgrade oscar-kv or use a file calibrated without centering") from None
 
 
 def tokens_per_gib(cell_bytes: int, num_layers: int, num_kv_heads: int) -> float:

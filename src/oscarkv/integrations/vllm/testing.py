@@ -29,7 +29,8 @@ class MiniVLLM:
     requests sharing a prefix produce identical rows, as in a real model."""
 
     def __init__(self, s: OscarSettings, *, num_blocks=64, block_size=16, hq=4, hkv=2, d=64,
-                 dtype=torch.float32, device="cpu", shadow_cap=None, kernels="off", per_head=False, seed=0):
+                 dtype=torch.float32, device="cpu", shadow_cap=None, kernels="off", per_head=False, seed=0,
+                 means=False):
         self.s, self.bs, self.hq, self.hkv, self.d = s, block_size, hq, hkv, d
         self.dtype, self.device = dtype, torch.device(device)
         r = int(per_head) * (hkv - 1) + 1
@@ -43,7 +44,13 @@ class MiniVLLM:
             fmt = PageFormat(d, "oscar", dtype, 1, torch.float16)
             self.k_cfg = QuantConfig(2, d, 0.96, "float16")
             self.v_cfg = QuantConfig(2, d, 0.92, "float16")
-        self.layer = LayerCompute(fmt, self.k_cfg, self.v_cfg, rk, rv, self.scale, kernels)
+        self.k_mean = self.v_mean = None
+        if means:  # calibrated-mean stand-ins: a large per-channel offset, as in Qwen2-family keys
+            g = torch.Generator().manual_seed(seed + 30)
+            self.k_mean = torch.randn(hkv, d, generator=g) * 4
+            self.v_mean = torch.randn(hkv, d, generator=g)
+        self.layer = LayerCompute(fmt, self.k_cfg, self.v_cfg, rk, rv, self.scale, kernels,
+                                  k_mean=self.k_mean, v_mean=self.v_mean)
         self.rk, self.rv = rk, rv
         # vLLM hands the layer a view in the model dtype; the backend reinterprets the bytes
         nbytes = fmt.cell_bytes
@@ -63,6 +70,8 @@ class MiniVLLM:
         k = torch.randn(self.hkv, self.d, generator=g)
         k[:, 3] *= 8.0  # an outlier channel, so clipping and rotation matter
         v = torch.randn(self.hkv, self.d, generator=g)
+        if self.k_mean is not None:
+            k, v = k + self.k_mean, v + self.v_mean
         q = torch.randn(self.hq, self.d, generator=g)
         return q.to(self.dtype), k.to(self.dtype), v.to(self.dtype)
 
@@ -153,6 +162,8 @@ class MiniVLLM:
         S, W, B = self.s.sink, self.s.recent, self.s.page
         i2 = int2_len(n, S, W, B)
         q, k, v = (torch.stack(x) for x in zip(*[self.rows(tokens, p) for p in range(n)]))
+        if self.k_mean is not None:  # centering written out: (x - mu) @ R, output + mu_V @ R_V
+            k, v = k - self.k_mean, v - self.v_mean
         qr, kr, vr = self._rot(q, self.rk), self._rot(k, self.rk), self._rot(v, self.rv)
         if self.s.mode != "exact":
             held = [p for p in range(n0) if (S <= p < S + i2) or (quantized_rows and p in quantized_rows)]
@@ -167,4 +178,6 @@ class MiniVLLM:
         mask[:, n0:] = torch.ones(c, c, dtype=torch.bool).tril()
         p_ = torch.softmax(s.masked_fill(~mask[None], float("-inf")), -1)
         o = torch.einsum("hqk,khd->qhd", p_, vv)
+        if self.v_mean is not None:
+            o = o + self._rot(self.v_mean[None], self.rv)[0].repeat_interleave(g, 0)[None]
         return self._rot(o, self.rv, transpose=True)
