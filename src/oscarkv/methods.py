@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
+from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
 from .rotation import RotationSet, hadamard
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
@@ -74,10 +74,8 @@ class KVMethod:
     def bits_per_element(self, context: int, head_dim: int) -> float:
         if not self.quantized:
             return 16.0
-        q = self.mean_quantized_tokens(context)
-        g = min(self.group_size, head_dim)
-        int_bits = self.bits + 2.0 * self.scale_bits() / g
-        return (q * int_bits + (context - q) * 16.0) / context
+        int_bits = int_region_bits(self.bits, self.group_size, self.scale_bits(), head_dim)
+        return mixed_bits_per_element(context, self.mean_quantized_tokens(context), int_bits)
 
     def kv_bytes(self, context: int, num_layers: int, num_kv_heads: int, head_dim: int, batch: int = 1) -> int:
         return kv_cache_bytes(context, num_layers, num_kv_heads, head_dim, self.bits_per_element(context, head_dim), batch)

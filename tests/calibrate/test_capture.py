@@ -56,7 +56,7 @@ def test_capture_restores_on_error(tiny):
 
 def test_clear_errors(tiny, ids):
     with pytest.raises(ValueError, match="power of two"):
-        attention_dims(tiny(layers=1, hidden_size=96, num_attention_heads=2, num_key_value_heads=1, head_dim=48))
+        attention_dims(tiny(layers=1, hidden_size=96, num_attention_heads=2, num_key_value_heads=1, head_dim=48), power_of_two=True)
     with pytest.raises(ValueError, match="fewer than head_dim"):
         calibrate(tiny(), ids[:20], progress=False)
     with pytest.raises(ValueError, match="never reached"):

@@ -19,7 +19,7 @@ from dataclasses import replace
 import torch
 
 from ..methods import rotate
-from ..quant import QuantConfig, dequantize, quantize
+from ..quant import QuantConfig, clamp_rows, clip_index, dequantize, quantize
 
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
 
@@ -37,11 +37,6 @@ def clip_config(base: QuantConfig, rho: float) -> QuantConfig:
     return replace(base, clip_ratio=rho if rho < 1.0 else None)
 
 
-def _effective(rho: float, d: int) -> int:
-    """Candidates with the same sort index clip identically; index d - 1 (tau = max|x|) is a no-op."""
-    return d - 1 if rho >= 1.0 else min(int(rho * d), d - 1)
-
-
 def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tensor:
     """metric(e) summed error for each candidate; x are rotated float32 rows ``[..., d]``.
 
@@ -54,10 +49,9 @@ def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tenso
     done: dict[int, float] = {}
     out = []
     for rho in grid:
-        key = _effective(rho, d)
+        key = clip_index(rho, d)  # candidates with the same sort index clip identically
         if key not in done:
-            tau = srt[..., key : key + 1]
-            xc = x if rho >= 1.0 else torch.maximum(torch.minimum(x, tau), -tau)
+            xc = x if rho >= 1.0 else clamp_rows(x, srt[..., key : key + 1])
             e = (dequantize(quantize(xc, cfg), cfg) - x).double()
             done[key] = float(metric(e))
         out.append(done[key])

@@ -100,7 +100,7 @@ def calibrate(
         raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
     if sample_tokens < 1:
         raise ValueError(f"sample_tokens must be >= 1, got {sample_tokens}")
-    dims = attention_dims(model)
+    dims = attention_dims(model, power_of_two=True)
     d, L = dims.head_dim, dims.num_layers
     base = QuantConfig(bits, group_size, None, scale_dtype)
     base.group(d)  # fail early on a group size that does not divide head_dim
