@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
-from .rotation import RotationSet, hadamard
+from .quant.kivi import dequantize_key_blocks, quantize_key_blocks  # noqa: F401  (re-exported for callers not yet switched)
+from .rotation import RotationSet, hadamard, rotate, unrotate  # noqa: F401  (rotate/unrotate re-exported until callers switch)
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
 DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
@@ -170,19 +171,6 @@ def parse_methods(spec: str, **kw) -> list[KVMethod]:
 
 
 # ------------------------------------------------------------------- reference ops
-def rotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    """x [B, H, T, d] @ R ([R, d, d], R in {1, H}) -> rotated rows, same dtype as x."""
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype))
-
-
-def unrotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype).transpose(-1, -2))
-
-
 def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None):
     """Token-wise: rotate then quantize rows of x [B, H, T, d]. Returns packed rows (rotated basis)."""
     return quantize(rotate(x.float(), r), cfg)
@@ -192,20 +180,3 @@ def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, r
     """quantize_rows -> dequantize; back in the original basis unless ``rotated_out``."""
     xh = dequantize(quantize_rows(x, cfg, r), cfg)
     return (xh if rotated_out else unrotate(xh, r)).to(x.dtype)
-
-
-def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):
-    """KIVI keys: k [B, H, T, d] with T a multiple of cfg.group_size, quantized per channel over each
-    block of group_size tokens. Returns packed rows of shape [B, H, T/G, d, G] (one row per channel)."""
-    b, h, t, d = k.shape
-    g = cfg.group_size
-    if t % g:
-        raise ValueError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
-    blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
-    return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
-
-
-def dequantize_key_blocks(q, dtype=torch.float32) -> torch.Tensor:
-    x = dequantize(q)  # [B, H, nb, d, G]
-    b, h, nb, d, g = x.shape
-    return x.transpose(-1, -2).reshape(b, h, nb * g, d).to(dtype)

@@ -15,6 +15,7 @@ from .format import (
     storage_dtype,
     unpack_codes,
 )
+from .kivi import dequantize_key_blocks, fake_quantize_key_blocks, quantize_key_blocks
 
 __all__ = [
     "QuantConfig",
@@ -23,14 +24,17 @@ __all__ = [
     "clip_index",
     "clip_rows",
     "dequantize",
+    "dequantize_key_blocks",
     "effective_bits_per_element",
     "fake_quantize",
+    "fake_quantize_key_blocks",
     "group_scale_zero",
     "int_region_bits",
     "kv_cache_bytes",
     "mixed_bits_per_element",
     "pack_codes",
     "quantize",
+    "quantize_key_blocks",
     "storage_dtype",
     "unpack_codes",
 ]

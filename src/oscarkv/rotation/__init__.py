@@ -1,5 +1,6 @@
-"""Rotations (Hadamard, bit reversal, OSCAR U.H.P) and rotation files."""
+"""Rotations (Hadamard, bit reversal, OSCAR U.H.P), applying them per head, and rotation files."""
 
+from .apply import fold_v_rotation_into_o_proj, rotate, unrotate
 from .build import (
     COMPOSITIONS,
     bit_reversal_permutation,
@@ -13,6 +14,9 @@ from .build import (
 
 __all__ = [
     "COMPOSITIONS",
+    "fold_v_rotation_into_o_proj",
+    "rotate",
+    "unrotate",
     "bit_reversal_permutation",
     "bit_reverse_indices",
     "eigh_sorted",
