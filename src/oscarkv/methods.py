@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .calibrate.clip import DEFAULT_CLIP_K, DEFAULT_CLIP_V
 from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
 from .quant.kivi import dequantize_key_blocks, quantize_key_blocks  # noqa: F401  (re-exported for callers not yet switched)
 from .rotation import RotationSet, hadamard, rotate, unrotate  # noqa: F401  (rotate/unrotate re-exported until callers switch)
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
-DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
 CLIP_MODES = ("fitted", "default", "off")
 
 

@@ -18,9 +18,10 @@ from dataclasses import replace
 
 import torch
 
-from ..methods import rotate
 from ..quant import QuantConfig, clamp_rows, clip_index, dequantize, quantize
+from ..rotation import rotate
 
+DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2), used when not fitted
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
 
 

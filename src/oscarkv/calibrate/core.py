@@ -22,11 +22,19 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from ..methods import DEFAULT_CLIP_K, DEFAULT_CLIP_V, rotate
 from ..quant import QuantConfig
-from ..rotation import COMPOSITIONS, RotationSet, config_hash, orthogonality_error, oscar_rotation
+from ..rotation import COMPOSITIONS, RotationSet, config_hash, orthogonality_error, oscar_rotation, rotate
 from .capture import attention_dims, capture_attention, check_all_layers, run_forward
-from .clip import DEFAULT_CLIP_GRID, KeyClipSearch, check_grid, clip_config, pick, value_clip_errors
+from .clip import (
+    DEFAULT_CLIP_GRID,
+    DEFAULT_CLIP_K,
+    DEFAULT_CLIP_V,
+    KeyClipSearch,
+    check_grid,
+    clip_config,
+    pick,
+    value_clip_errors,
+)
 from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, TokenReservoir, ValueCovariance
 
