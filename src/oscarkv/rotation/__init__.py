@@ -5,11 +5,13 @@ from .build import (
     COMPOSITIONS,
     bit_reversal_permutation,
     bit_reverse_indices,
+    compose,
     eigh_sorted,
     hadamard,
     orthogonality_error,
     oscar_rotation,
     permutation_matrix,
+    recover_eigenvectors,
 )
 
 __all__ = [
@@ -19,11 +21,13 @@ __all__ = [
     "unrotate",
     "bit_reversal_permutation",
     "bit_reverse_indices",
+    "compose",
     "eigh_sorted",
     "hadamard",
     "orthogonality_error",
     "oscar_rotation",
     "permutation_matrix",
+    "recover_eigenvectors",
 ]
 
 from .files import RotationMismatchError, RotationSet, config_fingerprint, config_hash  # noqa: E402
