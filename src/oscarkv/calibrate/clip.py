@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import torch
 
-from ..quant import QuantConfig, clamp_rows, clip_index, dequantize, quantize
+from ..quant import QuantConfig, clamp_rows, clip_index, fake_quantize
 from ..rotation import rotate
 
 DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2), used when not fitted
@@ -53,7 +53,7 @@ def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tenso
         key = clip_index(rho, d)  # candidates with the same sort index clip identically
         if key not in done:
             xc = x if rho >= 1.0 else clamp_rows(x, srt[..., key : key + 1])
-            e = (dequantize(quantize(xc, cfg), cfg) - x).double()
+            e = (fake_quantize(xc, cfg) - x).double()  # fake_quantize: no packing (the hot loop)
             done[key] = float(metric(e))
         out.append(done[key])
     return torch.tensor(out, dtype=torch.float64)
@@ -71,9 +71,10 @@ def pick(grid, errors: torch.Tensor) -> float:
 class KeyClipSearch:
     """K search: the K rotation and C_Q are final after pass 1; ``update`` takes K rows in batches."""
 
-    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid):
+    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid, query_rot: torch.Tensor | None = None):
         self.rot, self.base, self.grid = rot, base, tuple(grid)
-        r = rot.double().to(cq.device)  # [1 or H, d, d]
+        # logit error (q Q).e with Q the queries' transform (= rot when rot is orthogonal)
+        r = (rot if query_rot is None else query_rot).double().to(cq.device)  # [1 or H, d, d]
         self.c = r.transpose(-1, -2) @ cq @ r  # [H, d, d], logit-error metric in rotated coordinates
         self.err = torch.zeros(len(self.grid), dtype=torch.float64)
         self.count = 0

@@ -194,24 +194,31 @@ def unpack_codes(packed: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.cat(planes, dim=-1)
 
 
-def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
-    """Quantize rows of ``x`` (``[..., head_dim]``, any float dtype) to packed codes + scale/zero."""
-    d = x.shape[-1]
+def _check_finite(x: torch.Tensor) -> None:
     if not torch.isfinite(x).all():
         # min/max of a group with a NaN/inf is NaN/inf: every code and scale would be garbage
         raise ValueError("cannot quantize K/V rows containing NaN or inf; the model produced non-finite "
                          "activations (try float32 instead of float16/bfloat16)")
+
+
+def _codes(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(codes as float ``[..., d // g, g]``, scale, zero) of rows ``x``: nearest level to each value."""
     xg, scale, zero = group_scale_zero(x, cfg)
     top = cfg.n_levels - 1
     u = (xg - zero.float()[..., None]) / scale.float()[..., None]  # position in code units
     if cfg.levels is None:
-        codes = torch.floor(u + 0.5).clamp_(0, top)
-    else:
-        lv = cfg.level_tensor(x.device)
-        bounds = (lv[1:] + lv[:-1]) / 2  # nearest level = count of midpoints below u
-        codes = torch.bucketize(u.contiguous(), bounds, right=True).clamp_(0, top)
-    codes = codes.reshape(*x.shape[:-1], d)
-    return QuantizedRows(pack_codes(codes, cfg.bits), scale, zero, d, cfg.bits)
+        return torch.floor(u + 0.5).clamp_(0, top), scale, zero
+    lv = cfg.level_tensor(x.device)
+    bounds = (lv[1:] + lv[:-1]) / 2  # nearest level = count of midpoints below u
+    return torch.bucketize(u.contiguous(), bounds, right=True).clamp_(0, top).float(), scale, zero
+
+
+def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
+    """Quantize rows of ``x`` (``[..., head_dim]``, any float dtype) to packed codes + scale/zero."""
+    _check_finite(x)
+    d = x.shape[-1]
+    codes, scale, zero = _codes(x, cfg)
+    return QuantizedRows(pack_codes(codes.reshape(*x.shape[:-1], d), cfg.bits), scale, zero, d, cfg.bits)
 
 
 def dequantize(q: QuantizedRows, cfg: QuantConfig | None = None, dtype=torch.float32) -> torch.Tensor:
@@ -227,5 +234,10 @@ def dequantize(q: QuantizedRows, cfg: QuantConfig | None = None, dtype=torch.flo
 
 
 def fake_quantize(x: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
-    """quantize -> dequantize in one call, same dtype as ``x`` (used by evaluation fast paths)."""
-    return dequantize(quantize(x, cfg), cfg, dtype=x.dtype)
+    """``dequantize(quantize(x, cfg), cfg)`` in one call without packing the codes (evaluation fast
+    paths, the clip search's inner loop); same dtype as ``x``, bit-identical values."""
+    _check_finite(x)
+    codes, scale, zero = _codes(x, cfg)
+    if cfg.levels is not None:
+        codes = cfg.level_tensor(codes.device)[codes.long()]
+    return (zero.float()[..., None] + scale.float()[..., None] * codes).reshape(x.shape).to(x.dtype)

@@ -1,6 +1,6 @@
 """Rotations (Hadamard, bit reversal, OSCAR U.H.P), applying them per head, and rotation files."""
 
-from .apply import fold_v_rotation_into_o_proj, rotate, unrotate
+from .apply import expand_heads, fold_v_rotation_into_o_proj, rotate, unrotate
 from .build import (
     COMPOSITIONS,
     bit_reversal_permutation,
@@ -8,6 +8,7 @@ from .build import (
     compose,
     eigh_sorted,
     hadamard,
+    key_rescale,
     orthogonality_error,
     oscar_rotation,
     permutation_matrix,
@@ -16,6 +17,7 @@ from .build import (
 
 __all__ = [
     "COMPOSITIONS",
+    "expand_heads",
     "fold_v_rotation_into_o_proj",
     "rotate",
     "unrotate",
@@ -24,6 +26,7 @@ __all__ = [
     "compose",
     "eigh_sorted",
     "hadamard",
+    "key_rescale",
     "orthogonality_error",
     "oscar_rotation",
     "permutation_matrix",
@@ -37,3 +40,7 @@ __all__ += ["RotationMismatchError", "RotationSet", "config_fingerprint", "confi
 from .zoo import import_rotationzoo  # noqa: E402
 
 __all__ += ["import_rotationzoo"]
+
+from .centering import add_value_mean, center, rotated_mean, uncenter, value_output_mean  # noqa: E402
+
+__all__ += ["add_value_mean", "center", "rotated_mean", "uncenter", "value_output_mean"]

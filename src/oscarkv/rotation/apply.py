@@ -4,12 +4,23 @@ The one rule: rows x (last dim d, heads along ``head_axis``) times R, or R^T wit
 R is ``[d, d]`` or ``[R, d, d]`` with R dividing the head count H of x: head h uses ``r[h // (H // R)]``.
 So R = 1 is one rotation per layer, R = H one per head, and R = H_kv applied to H_q query heads gives
 every query head its KV head's rotation (GQA groups are consecutive query heads, as in transformers).
-Math runs in float32; the result has x's dtype.
+Math runs in float32 (float64 for float64 rows); the result has x's dtype.
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def expand_heads(r: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``[R, d, d]`` -> ``[num_heads, d, d]`` by the rule above (head h gets ``r[h // (num_heads // R)]``);
+    R = 1 and R = num_heads are returned as they are (they broadcast). For callers that prepare the
+    per-head matrices once (e.g. before CUDA-graph capture)."""
+    if r.dim() == 2 or r.shape[0] in (1, num_heads):
+        return r
+    if num_heads % r.shape[0]:
+        raise ValueError(f"{r.shape[0]} rotations cannot be shared by {num_heads} heads (not a divisor)")
+    return r.repeat_interleave(num_heads // r.shape[0], dim=0)  # query head h -> rotation of its KV head
 
 
 def rotate(x: torch.Tensor, r: torch.Tensor | None, *, inverse: bool = False, head_axis: int = -3) -> torch.Tensor:
@@ -21,15 +32,12 @@ def rotate(x: torch.Tensor, r: torch.Tensor | None, *, inverse: bool = False, he
         return rotate(x.unsqueeze(-2), r, inverse=inverse).squeeze(-2)
     if head_axis != -3:
         raise ValueError(f"head_axis must be -3 ([..., H, T, d]) or -2 ([..., H, d]), got {head_axis}")
-    r = r.to(device=x.device, dtype=torch.float32)
+    dt = torch.promote_types(x.dtype, torch.float32)  # at least float32 math (float64 stays float64)
+    r = r.to(device=x.device, dtype=dt)
     if inverse:
         r = r.transpose(-1, -2)
-    if r.dim() == 3 and r.shape[0] not in (1, x.shape[-3]):
-        h, n = x.shape[-3], r.shape[0]
-        if h % n:
-            raise ValueError(f"{n} rotations cannot be shared by {h} heads (not a divisor)")
-        r = r.repeat_interleave(h // n, dim=0)  # query head h -> rotation of its KV head
-    return torch.matmul(x.float(), r).to(x.dtype)
+    r = expand_heads(r, x.shape[-3])
+    return torch.matmul(x.to(dt), r).to(x.dtype)
 
 
 def unrotate(x: torch.Tensor, r: torch.Tensor | None, *, head_axis: int = -3) -> torch.Tensor:
