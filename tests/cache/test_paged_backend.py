@@ -173,3 +173,24 @@ def test_incremental_static_tables_equal_full_metadata():
         for a, b in ((sm.hp_block_tables, full.hp_block_tables), (sm.int2_block_tables, full.int2_block_tables)):
             assert torch.equal(a[:, : b.shape[1]], b) and not a[:, b.shape[1]:].any()
         assert torch.equal(sm.hp_lens, full.hp_lens) and torch.equal(sm.int2_lens, full.int2_lens)
+
+
+def test_generate_stops_at_eos(model, config, rotations):
+    from oscarkv.cache.graph import generate
+
+    ids = _prompts((40,))[0]
+    c = paged(config, "naive", None, max_tokens=80)
+    enable_oscar_attention(model, c)
+    try:
+        first = generate(model, c, ids, max_new_tokens=20, use_graph=False)
+    finally:
+        disable_oscar_attention(model)
+    eos = int(first[0, 3])
+    c = paged(config, "naive", None, max_tokens=80)
+    enable_oscar_attention(model, c)
+    try:
+        got = generate(model, c, ids, max_new_tokens=20, use_graph=False, eos_token_id=eos)
+    finally:
+        disable_oscar_attention(model)
+    stop = int((first[0] == eos).nonzero()[0]) + 1
+    assert torch.equal(got[0], first[0, :stop])

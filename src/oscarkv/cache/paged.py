@@ -156,12 +156,14 @@ class PagedState:
         self.n += t
         decode = t == 1 and not first
         cur = {"t": t, "decode": decode, "before": before, "first": first}
-        if decode and self.graph_capacity is not None:
+        if decode:  # eager or graph-replayed: the same fixed buffers, updated in O(batch) host work
+            if self.graph_capacity is None:
+                self.make_static()
             self._to_static(plan)
             cur["plan"], cur["after"] = self.static_plan, self.static_meta
         else:
             cur["plan"] = plan.to(self.device)
-            cur["after"] = self.mgr.metadata(rows, self.device) if decode else None
+            cur["after"] = None
         if not decode:
             # varlen packing of the real tokens of a [B, T] chunk (row-major, rows in order)
             sel = torch.cat([torch.arange(r * t + pad[r], (r + 1) * t) for r in rows])
