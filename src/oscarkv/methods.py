@@ -9,8 +9,10 @@
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
     oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
-              (calibrated means), calibrated rotations (per KV head when the file has them), fitted
-              clip, Lloyd-Max levels; needs a file from `oscar-kv calibrate --plus`
+              (calibrated means), calibrated rotations per KV head, an exact per-direction key rescale
+              (keys S.R, queries S^-1.R), fitted clip, Lloyd-Max levels; needs a file from
+              `oscar-kv calibrate --plus`. A name may carry "+keyscale" / "+nokeyscale" to insist on
+              a file with / without the key rescale (ablation rows).
 
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
@@ -37,13 +39,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
-from .rotation import RotationSet, hadamard
+from .calibrate.clip import DEFAULT_CLIP_K, DEFAULT_CLIP_V
+from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
+from .rotation import RotationSet, hadamard, rotate, unrotate
 from .rotation.centering import center, uncenter
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar", "oscar-plus")
 CENTER_MODES = ("off", "on", "auto")  # auto: centered iff the rotation file has calibrated means
-DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
 CLIP_MODES = ("fitted", "default", "off")
 
 
@@ -60,6 +62,7 @@ class KVMethod:
     scale_dtype: str = "float16"
     levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
     center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
+    key_scale: str = "any"  # "on" / "off": require a file with / without the key rescale (a label check)
     page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
 
     @property
@@ -110,10 +113,8 @@ class KVMethod:
     def bits_per_element(self, context: int, head_dim: int) -> float:
         if not self.quantized:
             return 16.0
-        q = self.mean_quantized_tokens(context)
-        g = min(self.group_size, head_dim)
-        int_bits = self.bits + 2.0 * self.scale_bits() / g
-        return (q * int_bits + (context - q) * 16.0) / context
+        int_bits = int_region_bits(self.bits, self.group_size, self.scale_bits(), head_dim)
+        return mixed_bits_per_element(context, self.mean_quantized_tokens(context), int_bits)
 
     def kv_bytes(self, context: int, num_layers: int, num_kv_heads: int, head_dim: int, batch: int = 1) -> int:
         return kv_cache_bytes(context, num_layers, num_kv_heads, head_dim, self.bits_per_element(context, head_dim), batch)
@@ -162,6 +163,12 @@ class KVMethod:
         else:
             rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
         kq = rotations.query_rotation(layer) if self.rotation == "calibrated" else None
+        if self.key_scale != "any" and (kq is not None) != (self.key_scale == "on"):
+            raise ValueError(
+                f"method {self.name!r} expects a rotation file {'with' if self.key_scale == 'on' else 'without'} the "
+                "key rescale; calibrate it with `oscar-kv calibrate --plus` "
+                f"{'--key-scale' if self.key_scale == 'on' else '--no-key-scale'}"
+            )
         k_mean = v_mean = None
         if self.center != "off" and rotations is not None and rotations.k_mean is not None:
             k_mean, v_mean = rotations.mean("k", layer), rotations.mean("v", layer)
@@ -212,6 +219,10 @@ def make_method(
         raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
     base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
     label = name
+    key_scale = "any"
+    for suffix, ks in (("+keyscale", "on"), ("+nokeyscale", "off")):
+        if name.endswith(suffix):
+            name, key_scale = name[: -len(suffix)], ks
     for suffix, mode in (("+center", "on"), ("+nocenter", "off")):
         if name.endswith(suffix):
             name, center = name[: -len(suffix)], mode
@@ -220,6 +231,10 @@ def make_method(
     if center is not None and name in ("bf16", "kivi") and center != "off":
         raise ValueError(f"method {name!r} does not support centering")
     m = _make(name, clip, levels, center, base)
+    if key_scale != "any":
+        if m.rotation != "calibrated":
+            raise ValueError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+        m = replace(m, key_scale=key_scale)
     return m if label == m.name else replace(m, name=label)
 
 
@@ -244,6 +259,7 @@ def _make(name, clip, levels, center, base) -> KVMethod:
 
 PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
 PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
+PLUS_KEY_SCALE = True  # oscar-plus's files carry the exact per-direction key rescale (rotation/build.py)
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
@@ -254,19 +270,6 @@ def parse_methods(spec: str, **kw) -> list[KVMethod]:
 
 
 # ------------------------------------------------------------------- reference ops
-def rotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    """x [B, H, T, d] @ R ([R, d, d], R in {1, H}) -> rotated rows, same dtype as x."""
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype))
-
-
-def unrotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype).transpose(-1, -2))
-
-
 def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, mean: torch.Tensor | None = None):
     """Token-wise: (center,) rotate, then quantize rows of x [B, H, T, d]. Returns packed rows of
     (x - mean) @ R (rotated, centered basis)."""
@@ -280,20 +283,3 @@ def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, r
     transform r = M is not orthogonal (reading back is x @ M^-1 = x @ r_query^T)."""
     xh = dequantize(quantize_rows(x, cfg, r, mean), cfg)
     return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)
-
-
-def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):
-    """KIVI keys: k [B, H, T, d] with T a multiple of cfg.group_size, quantized per channel over each
-    block of group_size tokens. Returns packed rows of shape [B, H, T/G, d, G] (one row per channel)."""
-    b, h, t, d = k.shape
-    g = cfg.group_size
-    if t % g:
-        raise ValueError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
-    blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
-    return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
-
-
-def dequantize_key_blocks(q, dtype=torch.float32) -> torch.Tensor:
-    x = dequantize(q)  # [B, H, nb, d, G]
-    b, h, nb, d, g = x.shape
-    return x.transpose(-1, -2).reshape(b, h, nb * g, d).to(dtype)
