@@ -55,9 +55,10 @@ a BF16 page, losing the 6x. So:
 Costs and limits of this design: window tokens are held twice (INT2 in the pages + BF16 in the
 shadow), so their INT2 copy adds 16% (40 of 256 bytes per token-head at d = 64) to what a BF16 window
 costs anyway; the shadow pool lives outside vLLM's KV budget
-(its size is max_num_seqs x the window pages, reported beside the capacity in docs/VLLM.md); a
-prefix-cache hit whose shadow was already reused reads its window rows from INT2 (a small,
-documented accuracy difference, never a stale read); B (the demotion page) need not equal vLLM's
+(its size is max_num_seqs x the window pages, reported beside the capacity in docs/VLLM.md); window
+rows of a prefix-cache hit that were no longer shadowed (the first request had already demoted them,
+or their page was reused) are read from INT2 (a small, documented accuracy difference, never a stale
+read); B (the demotion page) need not equal vLLM's
 block size, but the Triton decode path needs S and B to be multiples of it (else the torch path).
 Alternatives considered: a second vLLM KV-cache group for the windows (vLLM's hybrid allocator
 supports per-group specs, but its groups are per layer type, not per token range, so a request

@@ -454,8 +454,9 @@ class LayerCompute:
         self.k_mean0, self.v_mean0 = k_mean, v_mean
         self.k_rot = self.v_rot = self.q_rot = self.k_mean = self.v_mean = self.v_out_mean = None
         levels = (k_cfg is not None and k_cfg.levels is not None) or (v_cfg is not None and v_cfg.levels is not None)
-        if levels and kernels in ("auto", "triton"):
-            kernels = "off"  # the package's kernels implement uniform levels only (check_kernel_configs)
+        d = fmt.head_dim
+        if (levels or d < 16 or d & (d - 1)) and kernels in ("auto", "triton"):
+            kernels = "off"  # the package's kernels: uniform levels, power-of-two head_dim (check_kernel_configs)
         self.scale = scale
         self.kernels = kernels
         self.shadow_k = self.shadow_v = None
