@@ -46,8 +46,8 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     cache, pool, ids, _ = build(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
                                 backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64)
     if dtype != torch.bfloat16:
-        pool.k_hp.data = pool.k_hp.to(dtype)
-        pool.v_hp.data = pool.v_hp.to(dtype)
+        pool.k_hp = pool.k_hp.to(dtype)
+        pool.v_hp = pool.v_hp.to(dtype)
     meta = cache.metadata(ids, device="cuda")
     g = torch.Generator().manual_seed(seed)
     q = (torch.randn(len(lens), hkv * G, d, generator=g) * 2).to("cuda", dtype)

@@ -27,10 +27,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-namespace {
-
-constexpr int kTile = 16;
-
+// Parameter blocks: outside the anonymous namespace so the extern "C" entry points keep external linkage.
 struct DecodeParams {
   const void* q;  // [B, HQ, D] T
   int64_t q_sb, q_sh;
@@ -59,6 +56,34 @@ struct DecodeParams {
   int hkv, group, n_hp, n_int2;
   float scale_log2;
 };
+
+struct AppendParams {
+  const void* k;  // new rows [R, HKV, D] T
+  const void* v;
+  int64_t k_sr, k_sh, v_sr, v_sh;
+  const int64_t* hp_slots;   // [R] (-1 = none)
+  int n_rows;
+  const int64_t* page_dst;   // [P] int2 block ids
+  const int64_t* page_src;   // [P, 16]: >= 0 hp slot, < 0: new row -(x + 1)
+  int n_pages;
+  uint8_t* k_codes;
+  uint8_t* v_codes;
+  int64_t c_sblk, c_sh;
+  __half* k_scale;
+  __half* k_zero;
+  __half* v_scale;
+  __half* v_zero;
+  int64_t s_sblk, s_sh;
+  void* k_hp;
+  void* v_hp;
+  int64_t h_sblk, h_sh, h_srow;
+  int hkv, clip_k, clip_v;  // clip index k (0-based) or -1
+  int do_pages, do_rows;
+};
+
+namespace {
+
+constexpr int kTile = 16;
 
 template <typename T> struct MmaType;
 template <> struct MmaType<__nv_bfloat16> {
@@ -445,29 +470,6 @@ __global__ void __launch_bounds__(NWARP * 32, (D == 128 ? 3 : 4)) int2_decode_ke
 // as oscarkv.quant.format.quantize (fp32, IEEE division, scale/zero rounded to fp16 before coding). The clip
 // threshold tau = sort(|x|)[k] is found by a 31-step radix select over the bits of |x| (exact; no d x d
 // comparison).
-struct AppendParams {
-  const void* k;  // new rows [R, HKV, D] T
-  const void* v;
-  int64_t k_sr, k_sh, v_sr, v_sh;
-  const int64_t* hp_slots;   // [R] (-1 = none)
-  int n_rows;
-  const int64_t* page_dst;   // [P] int2 block ids
-  const int64_t* page_src;   // [P, 16]: >= 0 hp slot, < 0: new row -(x + 1)
-  int n_pages;
-  uint8_t* k_codes;
-  uint8_t* v_codes;
-  int64_t c_sblk, c_sh;
-  __half* k_scale;
-  __half* k_zero;
-  __half* v_scale;
-  __half* v_zero;
-  int64_t s_sblk, s_sh;
-  void* k_hp;
-  void* v_hp;
-  int64_t h_sblk, h_sh, h_srow;
-  int hkv, clip_k, clip_v;  // clip index k (0-based) or -1
-  int do_pages, do_rows;
-};
 
 template <int D>
 __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, __half* sc, __half* zr) {
