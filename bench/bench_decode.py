@@ -37,6 +37,7 @@ if SMOKE:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from oscarkv.kernels import (  # noqa: E402
+    CudaDecodeConfig,
     DecodeMeta,
     DecodePlan,
     MixedKVCache,
@@ -162,16 +163,26 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend):
+def bench_ours(B, L, dev, backend, variants=(0, 1), split_scale=None):
+    """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
+    or the Triton fallback."""
     nbytes = int2_bytes(B, L)
     R = copies_for(nbytes)
     pool, metas = make_mixed(B, L, R, dev, "tile16" if backend == "cuda" else "logical")
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
     if backend == "cuda":
-        plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16) for m in metas]  # one per step (= per copy)
-        t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
-        extra = dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}")
+        best = None
+        for var in (variants if D == 128 else (0,)):
+            cfg = CudaDecodeConfig(variant=var)
+            plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
+            if split_scale:
+                n = max(1, round(plans[0].n_int2 * split_scale))
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_int2_splits=n) for m in metas]
+            t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
+            if best is None or t < best[0]:
+                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=var))
+        t, extra = best
     else:
         cfg = TritonDecodeConfig(ctas_per_sm=4)
         t = time_calls([lambda m=m: decode_attention(q, pool, m, backend="triton", config=cfg, out=out) for m in metas])
@@ -295,6 +306,7 @@ def main():
     ap.add_argument("--no-triton", action="store_true")
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     a = ap.parse_args()
     D = a.head_dim
     if SMOKE:
@@ -317,6 +329,17 @@ def main():
     if not SMOKE:
         res["accuracy"] = check_accuracy(dev)
     dump()
+    if a.sweep and not SMOKE:
+        sw = []
+        for L, B in [(131072, 1), (32768, 1), (131072, 32), (16384, 8)]:
+            for var in (0, 1, 2):
+                for sc in (0.5, 1.0, 2.0):
+                    t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
+                    sw.append(dict(L=L, B=B, variant=var, split_scale=sc, us=t * 1e6, **ex))
+                    log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
+                    torch.cuda.empty_cache()
+        res["sweep"] = sw
+        dump()
     fi = not a.no_flashinfer and not SMOKE
     if fi:
         try:
@@ -368,7 +391,7 @@ def main():
             dump()
             f = lambda k: f"{row[k]:8.1f}" if k in row else "     n/a"  # noqa: E731
             log(f"L={L:>6} B={B:>3} ours {f('ours_us')} us ({row.get('ours_frac_copy', 0) * 100:3.0f}% copy, "
-                f"splits {row.get('ours_splits')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
+                f"splits {row.get('ours_splits')}, v{row.get('ours_variant')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
                 f"cudnn {f('sdpa_cudnn_us')} | fi bf16 {f('fi_bf16_us')} | fi fp8 {f('fi_fp8_us')} | "
                 f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
                 f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]")

@@ -143,31 +143,30 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
 class CudaDecodeConfig:
     """Launch knobs of the CUDA decode kernel (4 warps per CTA, fixed).
 
-    prefetch:        tiles in flight per warp (register ring: 2, 3 or 4).
-    waves:           target number of resident-CTA waves for the INT2 tier's split count.
+    variant:         head_dim 128 only: 0 = 4 tiles in flight per warp, 3 CTAs/SM (168 registers);
+                     1 = 2 in flight, 4 CTAs/SM (128 registers); 2 = 3 in flight, 4 CTAs/SM.
+    cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
+                     by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     """
 
-    prefetch: int = 4
-    waves: float = 1.0
+    variant: int = 0
+    cta_overhead: float = 24.0
     min_split_tiles: int = 8
 
 
-def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int) -> int:
-    """Split count of the INT2 tier: fill ``waves`` x the resident CTAs with whole waves, each split long enough."""
+def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> int:
+    """Split count n of the INT2 tier minimising a simple model of the launch:
+    waves(n) * (tiles per split / 4 warps + CTA overhead) + merge cost, waves = ceil(bh (n + n_hp) / cap)."""
     if max_tiles <= 0:
         return 0
-    most = max(1, -(-max_tiles // cfg.min_split_tiles))
-    target = max(1, int(cfg.waves * cap))
-    best, best_eff = 1, -1.0
-    for n in range(1, min(most, max(1, 4 * -(-target // bh))) + 1):
-        ctas = bh * (n + n_hp)
-        eff = ctas / (-(-ctas // cap) * cap)  # busy fraction of the last wave
-        # prefer more splits while they fit in the same number of waves
-        if eff > best_eff + 1e-9 or (abs(eff - best_eff) < 1e-9 and n > best):
-            best, best_eff = n, eff
-        if ctas >= 2 * target:
-            break
+    most = max(1, min(-(-max_tiles // cfg.min_split_tiles), max_ns - n_hp))
+    best, best_t = 1, float("inf")
+    for n in range(1, most + 1):
+        waves = -(-bh * (n + n_hp) // cap)
+        t = waves * (-(-max_tiles // n) / 4 + cfg.cta_overhead) + 0.25 * n
+        if t < best_t - 1e-9:
+            best, best_t = n, t
     return best
 
 
@@ -185,25 +184,28 @@ class DecodePlan:
         self.group = num_q_heads // num_kv_heads
         self.dtype = dtype
         L = lib()
-        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, self.config.prefetch)
+        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, self.config.variant)
         if per_sm <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, "
-                                        f"prefetch={self.config.prefetch}")
+                                        f"variant={self.config.variant}")
         dev = torch.device(device)
         cap = per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         bh = batch * num_kv_heads
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
+        max_ns = 4 * 8 * head_dim // self.group  # the in-kernel merge keeps NS * group weights in shared memory
         if n_hp_splits is None:
-            # 4 warps per CTA, ~2 hp tiles per warp; fewer when the batch alone fills the GPU
-            n_hp_splits = 0 if hp_tiles == 0 else max(1, min(-(-hp_tiles // 8), -(-cap // bh)))
+            # 4 warps per CTA, ~2 hp tiles per warp; one split when the batch alone fills the GPU
+            n_hp_splits = 0 if hp_tiles == 0 else (1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // 8), -(-cap // bh))))
         if n_int2_splits is None:
-            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits)
+            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
         ns = n_hp_splits + n_int2_splits
+        if ns > max_ns:
+            raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
         self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
@@ -237,7 +239,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
         )
-        err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.config.prefetch,
+        err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.config.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream))
         if err != 0:
             raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")

@@ -174,8 +174,8 @@ struct WarpState {
   float acc[D / 16][4];
 };
 
-template <typename T, int D, int NWARP, int NPRE>
-__global__ void __launch_bounds__(NWARP * 32, (D == 128 ? 3 : 4)) int2_decode_kernel(const DecodeParams p) {
+template <typename T, int D, int NWARP, int NPRE, int MINB>
+__global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
   using M = MmaType<T>;
@@ -237,12 +237,16 @@ __global__ void __launch_bounds__(NWARP * 32, (D == 128 ? 3 : 4)) int2_decode_ke
     c[3] = exp2f(c[3] - n1);
     st.l[0] = st.l[0] * alpha[0] + c[0] + c[2];
     st.l[1] = st.l[1] * alpha[1] + c[1] + c[3];
+    // the running max rarely moves after the first tiles: skip the accumulator rescale when no head of
+    // the warp needs it (warp-uniform branch)
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-    for (int i = 0; i < KS; i++) {
-      st.acc[i][0] *= alpha[0];
-      st.acc[i][1] *= alpha[1];
-      st.acc[i][2] *= alpha[0];
-      st.acc[i][3] *= alpha[1];
+      for (int i = 0; i < KS; i++) {
+        st.acc[i][0] *= alpha[0];
+        st.acc[i][1] *= alpha[1];
+        st.acc[i][2] *= alpha[0];
+        st.acc[i][3] *= alpha[1];
+      }
     }
   };
 
@@ -444,22 +448,47 @@ __global__ void __launch_bounds__(NWARP * 32, (D == 128 ? 3 : 4)) int2_decode_ke
   __syncthreads();
   if (!sm_last) return;
   __threadfence();
+  // merge, parallel over splits: weights w[s][h] = 2^(lse - max) / sum (in shared memory, reusing sm_o;
+  // the plan keeps NS * G <= NWARP * 8 * D), then each thread sums float4 outputs over the splits.
+  float* w = &sm_o[0][0][0];
   const float* obase = p.o_part + (int64_t)bh * NS * G * D;
   const float* lbase = p.lse_part + (int64_t)bh * NS * G;
+  for (int i = threadIdx.x; i < NS * G; i += NWARP * 32) w[i] = __ldcg(lbase + i);
+  __syncthreads();
+  for (int h = warp; h < G; h += NWARP) {
+    float mx = -INFINITY;
+    for (int s = lane; s < NS; s += 32) mx = fmaxf(mx, w[s * G + h]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float den = 0.f;
+    if (mx != -INFINITY)
+      for (int s = lane; s < NS; s += 32) den += exp2f(w[s * G + h] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    __syncwarp();
+    for (int s = lane; s < NS; s += 32) w[s * G + h] = den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
+  }
+  __syncthreads();
   T* out = reinterpret_cast<T*>(p.out);
-  for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
-    const int h = idx / D, d = idx % D;
-    float mm = -INFINITY;
-    for (int s = 0; s < NS; s++) mm = fmaxf(mm, __ldcg(lbase + s * G + h));
-    float den = 0.f, num = 0.f;
-    if (mm != -INFINITY) {
-      for (int s = 0; s < NS; s++) {
-        const float e = exp2f(__ldcg(lbase + s * G + h) - mm);
-        den += e;
-        num += e * __ldcg(obase + ((int64_t)s * G + h) * D + d);
+  for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
+    const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s = 0; s < NS; s++) {
+      const float wt = w[s * G + h];
+      if (wt != 0.f) {
+        const float4 o = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + h) * D + d));
+        acc.x += wt * o.x;
+        acc.y += wt * o.y;
+        acc.z += wt * o.z;
+        acc.w += wt * o.w;
       }
     }
-    out[b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d] = M::from_float(den > 0.f ? num / den : 0.f);
+    T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
+    dst[0] = M::from_float(acc.x);
+    dst[1] = M::from_float(acc.y);
+    dst[2] = M::from_float(acc.z);
+    dst[3] = M::from_float(acc.w);
   }
   if (threadIdx.x == 0) p.counters[bh] = 0;
 }
@@ -587,49 +616,53 @@ __global__ void __launch_bounds__(128) append_kernel(const AppendParams p) {
   for (int e = 0; e < E; e++) { kd[lane + 32 * e] = kr[lane + 32 * e]; vd[lane + 32 * e] = vr[lane + 32 * e]; }
 }
 
-template <typename T, int D, int NWARP, int NPRE>
+template <typename T, int D, int NWARP, int NPRE, int MINB>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream) {
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  int2_decode_kernel<T, D, NWARP, NPRE><<<grid, NWARP * 32, 0, stream>>>(p);
+  int2_decode_kernel<T, D, NWARP, NPRE, MINB><<<grid, NWARP * 32, 0, stream>>>(p);
   return (int)cudaGetLastError();
 }
 
-template <typename T, int D, int NWARP, int NPRE>
+template <typename T, int D, int NWARP, int NPRE, int MINB>
 int occupancy() {
   int n = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, NPRE>, NWARP * 32, 0);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, NPRE, MINB>, NWARP * 32, 0);
   return n;
 }
 
 }  // namespace
 
-// dtype: 0 = bf16, 1 = fp16. Returns a cudaError_t (0 = ok), -1 = unsupported combination.
-extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int npre, void* stream) {
+// dtype: 0 = bf16, 1 = fp16. variant (head_dim 128): 0 = 4 tiles in flight per warp, >= 3 CTAs/SM (168 regs);
+// 1 = 2 in flight, 4 CTAs/SM (128 regs); 2 = 3 in flight, 4 CTAs/SM. head_dim 64: 4 in flight, 4 CTAs/SM.
+// Returns a cudaError_t (0 = ok), -1 = unsupported combination.
+extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-#define OSCAR_DISPATCH(T, DD)                                              \
-  if (npre == 2) return launch_decode<T, DD, 4, 2>(*p, batch, s);          \
-  if (npre == 3) return launch_decode<T, DD, 4, 3>(*p, batch, s);          \
-  if (npre == 4) return launch_decode<T, DD, 4, 4>(*p, batch, s);          \
-  return -1;
-  if (dtype == 0 && head_dim == 128) { OSCAR_DISPATCH(__nv_bfloat16, 128) }
-  if (dtype == 0 && head_dim == 64) { OSCAR_DISPATCH(__nv_bfloat16, 64) }
-  if (dtype == 1 && head_dim == 128) { OSCAR_DISPATCH(__half, 128) }
-  if (dtype == 1 && head_dim == 64) { OSCAR_DISPATCH(__half, 64) }
-#undef OSCAR_DISPATCH
+  if (dtype == 0) {
+    if (head_dim == 128 && variant == 0) return launch_decode<__nv_bfloat16, 128, 4, 4, 3>(*p, batch, s);
+    if (head_dim == 128 && variant == 1) return launch_decode<__nv_bfloat16, 128, 4, 2, 4>(*p, batch, s);
+    if (head_dim == 128 && variant == 2) return launch_decode<__nv_bfloat16, 128, 4, 3, 4>(*p, batch, s);
+    if (head_dim == 64) return launch_decode<__nv_bfloat16, 64, 4, 4, 4>(*p, batch, s);
+  } else if (dtype == 1) {
+    if (head_dim == 128 && variant == 0) return launch_decode<__half, 128, 4, 4, 3>(*p, batch, s);
+    if (head_dim == 128 && variant == 1) return launch_decode<__half, 128, 4, 2, 4>(*p, batch, s);
+    if (head_dim == 128 && variant == 2) return launch_decode<__half, 128, 4, 3, 4>(*p, batch, s);
+    if (head_dim == 64) return launch_decode<__half, 64, 4, 4, 4>(*p, batch, s);
+  }
   return -1;
 }
 
-extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int npre) {
-#define OSCAR_OCC(T, DD) \
-  if (npre == 2) return occupancy<T, DD, 4, 2>(); \
-  if (npre == 3) return occupancy<T, DD, 4, 3>(); \
-  if (npre == 4) return occupancy<T, DD, 4, 4>(); \
-  return -1;
-  if (dtype == 0 && head_dim == 128) { OSCAR_OCC(__nv_bfloat16, 128) }
-  if (dtype == 0 && head_dim == 64) { OSCAR_OCC(__nv_bfloat16, 64) }
-  if (dtype == 1 && head_dim == 128) { OSCAR_OCC(__half, 128) }
-  if (dtype == 1 && head_dim == 64) { OSCAR_OCC(__half, 64) }
-#undef OSCAR_OCC
+extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant) {
+  if (dtype == 0) {
+    if (head_dim == 128 && variant == 0) return occupancy<__nv_bfloat16, 128, 4, 4, 3>();
+    if (head_dim == 128 && variant == 1) return occupancy<__nv_bfloat16, 128, 4, 2, 4>();
+    if (head_dim == 128 && variant == 2) return occupancy<__nv_bfloat16, 128, 4, 3, 4>();
+    if (head_dim == 64) return occupancy<__nv_bfloat16, 64, 4, 4, 4>();
+  } else if (dtype == 1) {
+    if (head_dim == 128 && variant == 0) return occupancy<__half, 128, 4, 4, 3>();
+    if (head_dim == 128 && variant == 1) return occupancy<__half, 128, 4, 2, 4>();
+    if (head_dim == 128 && variant == 2) return occupancy<__half, 128, 4, 3, 4>();
+    if (head_dim == 64) return occupancy<__half, 64, 4, 4, 4>();
+  }
   return -1;
 }
 
