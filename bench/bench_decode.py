@@ -163,7 +163,7 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend, variants=(0, 1), split_scale=None):
+def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None):
     """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
     or the Triton fallback."""
     nbytes = int2_bytes(B, L)
@@ -173,7 +173,7 @@ def bench_ours(B, L, dev, backend, variants=(0, 1), split_scale=None):
     out = torch.empty_like(q)
     if backend == "cuda":
         best = None
-        for var in (variants if D == 128 else (0,)):
+        for var in variants:
             cfg = CudaDecodeConfig(variant=var)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
             if split_scale:
@@ -332,10 +332,10 @@ def main():
     if a.sweep and not SMOKE:
         sw = []
         for L, B in [(131072, 1), (32768, 1), (131072, 32), (16384, 8)]:
-            for var in (0, 1, 2):
+            for var in (0, 1, 2, 3):
                 for sc in (0.5, 1.0, 2.0):
                     t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
-                    sw.append(dict(L=L, B=B, variant=var, split_scale=sc, us=t * 1e6, **ex))
+                    sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
                     log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
                     torch.cuda.empty_cache()
         res["sweep"] = sw

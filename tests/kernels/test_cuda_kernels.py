@@ -13,7 +13,7 @@ import torch
 
 from helpers import build, rel_err
 
-from oscarkv.kernels import DecodePlan, decode_attention, write_kv
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan, decode_attention, write_kv
 from oscarkv.kernels.reference import decode_attention_torch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -63,10 +63,11 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
+@pytest.mark.parametrize("variant", [0, 1, 2, 3])
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
-def test_cuda_decode_gqa_and_head_dims(G, d):
-    _decode_case([1, 77, 335, 336, 1000, 4133], d, G, hkv=2, seed=G + d)
+def test_cuda_decode_gqa_and_head_dims(G, d, variant):
+    _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=G + d, config=CudaDecodeConfig(variant=variant))
 
 
 def test_cuda_decode_randomized_shapes():
@@ -78,6 +79,7 @@ def test_cuda_decode_randomized_shapes():
         kw = {}
         if i % 3 == 1:
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
+        kw["config"] = CudaDecodeConfig(variant=i % 4)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 

@@ -143,14 +143,15 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
 class CudaDecodeConfig:
     """Launch knobs of the CUDA decode kernel (4 warps per CTA, fixed).
 
-    variant:         head_dim 128 only: 0 = 4 tiles in flight per warp, 3 CTAs/SM (168 registers);
-                     1 = 2 in flight, 4 CTAs/SM (128 registers); 2 = 3 in flight, 4 CTAs/SM.
+    variant:         how a warp keeps INT2 tiles in flight: 0 = register ring of 4 tiles; 1 = cp.async
+                     shared-memory ring of 8 tiles; 2 = ring of 6 (4 CTAs/SM at head_dim 128);
+                     3 = ring of 10. (3 CTAs/SM at head_dim 128 except 2; 4 at head_dim 64.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     """
 
-    variant: int = 0
+    variant: int = 1
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
 
@@ -222,9 +223,11 @@ class DecodePlan:
         if q.stride(-1) != 1:
             q = q.contiguous()
         out = torch.empty_like(q) if out is None else out
-        for name in ("k_codes", "k_scale", "k_hp"):
-            t = getattr(pool, name)
-            assert t.is_contiguous() and getattr(pool, "v" + name[1:]).stride() == t.stride(), name
+        for name in ("k_codes", "k_scale", "k_zero", "k_hp"):
+            for t in (getattr(pool, name), getattr(pool, "v" + name[1:])):
+                # cp.async copies 16-byte pieces: every tensor contiguous, same strides, 16-byte aligned
+                if not t.is_contiguous() or t.data_ptr() % 16 or t.stride() != getattr(pool, name).stride():
+                    raise ValueError(f"pool tensor {name[2:]} must be contiguous and 16-byte aligned for the CUDA kernel")
         ht, it = meta.hp_block_tables, meta.int2_block_tables
         assert ht.dtype == torch.int32 and it.dtype == torch.int32 and ht.stride(1) == 1 and it.stride(1) == 1
         p = _DecodeParams(

@@ -174,7 +174,7 @@ struct WarpState {
   float acc[D / 16][4];
 };
 
-template <typename T, int D, int NWARP, int NPRE, int MINB>
+template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -187,6 +187,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
+  // one static buffer: the cp.async ring during the loop, then the per-warp partial outputs
+  constexpr int RING_BYTES = NWARP * STAGES * (8 * D + 128);
+  constexpr int EPI_BYTES = NWARP * 8 * D * 4;
+  __shared__ __align__(16) uint8_t smem_raw[RING_BYTES > EPI_BYTES ? RING_BYTES : EPI_BYTES];
 
   // ---- q as the B operand: B[k = dim][n = head], lane holds head g, dims 16ks + 2t + {0,1,8,9}
   const T* qrow = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (g < G ? g : 0)) * p.q_sh;
@@ -250,6 +254,45 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     }
   };
 
+  // one INT2 tile: codes (registers) + scale/zero pairs of tokens (g, g + 8) -> softmax state
+  auto int2_tile = [&](const Words<NW>& kw, const Words<NW>& vw, uint32_t ksc, uint32_t kz, uint32_t vsc,
+                       uint32_t vz, int tile) {
+    const int len = p.int2_lens[b];
+    // scores: two accumulators break the MMA dependency chain
+    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+      uint32_t a[8];
+      unpack8(kw.w[w], a);
+      MmaType<__half>::mma(s0, a, qb[2 * w][0], qb[2 * w][1]);
+      MmaType<__half>::mma(s1, a + 4, qb[2 * w + 1][0], qb[2 * w + 1][1]);
+    }
+    const float2 ks2 = h2f(ksc), kz2 = h2f(kz), vs2 = h2f(vsc), vz2 = h2f(vz);
+    const int valid = len - tile * kTile;
+    const bool r0 = g < valid, r1 = g + 8 < valid;
+    float c4[4];
+    c4[0] = r0 ? (ks2.x * (s0[0] + s1[0]) + kz2.x * qs0) * p.scale_log2 : -INFINITY;
+    c4[1] = r0 ? (ks2.x * (s0[1] + s1[1]) + kz2.x * qs1) * p.scale_log2 : -INFINITY;
+    c4[2] = r1 ? (ks2.y * (s0[2] + s1[2]) + kz2.y * qs0) * p.scale_log2 : -INFINITY;
+    c4[3] = r1 ? (ks2.y * (s0[3] + s1[3]) + kz2.y * qs1) * p.scale_log2 : -INFINITY;
+    float alpha[2];
+    softmax(c4, alpha);
+    // masked tokens have p = 0: zero their scale/zero too (stale slots may hold anything finite)
+    const float vsa = r0 ? vs2.x : 0.f, vsb = r1 ? vs2.y : 0.f;
+    const float vza = r0 ? vz2.x : 0.f, vzb = r1 ? vz2.y : 0.f;
+    st.z[0] = st.z[0] * alpha[0] + c4[0] * vza + c4[2] * vzb;
+    st.z[1] = st.z[1] * alpha[1] + c4[1] * vza + c4[3] * vzb;
+    const uint32_t b0 = movmatrix_t(MmaType<__half>::pack(c4[0] * vsa, c4[1] * vsa));
+    const uint32_t b1 = movmatrix_t(MmaType<__half>::pack(c4[2] * vsb, c4[3] * vsb));
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+      uint32_t a[8];
+      unpack8(vw.w[w], a);
+      MmaType<__half>::mma(st.acc[2 * w], a, b0, b1);
+      MmaType<__half>::mma(st.acc[2 * w + 1], a + 4, b0, b1);
+    }
+  };
+
   if (hp) {
     // ---------------------------------------------------------------- BF16 sink + recent tier
     const int len = p.hp_lens[b];
@@ -301,6 +344,67 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         M::mma(st.acc[mt], a, b0, b1);
       }
     }
+  } else if constexpr (STAGES > 0) {
+    // ---------------------------------------------------------------- INT2 tier, cp.async ring
+    // Each warp streams its own tiles through a STAGES-deep shared-memory ring (cp.async, no registers
+    // held per tile in flight); block ids come 32 tiles ahead, one per lane, broadcast with a shuffle.
+    constexpr int TB = 8 * D + 128;  // K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
+    constexpr int CH = TB / 16;       // 16-byte chunks per tile
+    uint8_t* ring = smem_raw + warp * STAGES * TB;
+    const int sp = split - p.n_hp;
+    const int len = p.int2_lens[b];
+    const int ntile = (len + kTile - 1) / kTile;
+    const int per = (ntile + p.n_int2 - 1) / p.n_int2;
+    const int t0 = sp * per, t1 = min(t0 + per, ntile);
+    const int32_t* table = p.int2_table + b * p.int2_table_s;
+    const int first = t0 + warp;
+    const int nmine = first < t1 ? (t1 - first + NWARP - 1) / NWARP : 0;  // tiles of this warp
+    auto tbl = [&](int k) { return k < nmine ? table[first + k * NWARP] : 0; };
+    int blk_cur = 0, blk_nxt = tbl(lane);
+    auto issue = [&](int k) {
+      if ((k & 31) == 0) {
+        blk_cur = blk_nxt;
+        blk_nxt = tbl(k + 32 + lane);
+      }
+      const int blk = __shfl_sync(0xffffffffu, blk_cur, k & 31);
+      if (k < nmine) {
+        uint8_t* dst = ring + (k % STAGES) * TB;
+        for (int c = lane; c < CH; c += 32) {
+          const uint8_t* src;
+          if (c < D / 4) {
+            src = p.k_codes + (int64_t)blk * p.c_sblk + (int64_t)kvh * p.c_sh + c * 16;
+          } else if (c < D / 2) {
+            src = p.v_codes + (int64_t)blk * p.c_sblk + (int64_t)kvh * p.c_sh + (c - D / 4) * 16;
+          } else {
+            const int m = c - D / 2;
+            const __half* t = m < 2 ? p.k_scale : m < 4 ? p.k_zero : m < 6 ? p.v_scale : p.v_zero;
+            src = reinterpret_cast<const uint8_t*>(t + (int64_t)blk * p.s_sblk + (int64_t)kvh * p.s_sh) + (m & 1) * 16;
+          }
+          const uint32_t d32 = (uint32_t)__cvta_generic_to_shared(dst + c * 16);
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d32), "l"(src));
+        }
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
+#pragma unroll
+    for (int k = 0; k < STAGES - 1; k++) issue(k);
+    for (int k = 0; k < nmine; k++) {
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+      __syncwarp();
+      const uint8_t* src = ring + (k % STAGES) * TB;
+      Words<NW> kw, vw;
+#pragma unroll
+      for (int w = 0; w < NW; w++) {
+        kw.w[w] = reinterpret_cast<const uint32_t*>(src + lane * (NW * 4))[w];
+        vw.w[w] = reinterpret_cast<const uint32_t*>(src + 4 * D + lane * (NW * 4))[w];
+      }
+      const uint32_t* meta = reinterpret_cast<const uint32_t*>(src + 8 * D);
+      const uint32_t ksc = meta[g], kz = meta[8 + g], vsc = meta[16 + g], vz = meta[24 + g];
+      __syncwarp();  // every lane has read stage k % STAGES before it is refilled below
+      issue(k + STAGES - 1);
+      int2_tile(kw, vw, ksc, kz, vsc, vz, first + k * NWARP);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
   } else {
     // ---------------------------------------------------------------- INT2 history tier
     const int sp = split - p.n_hp;
@@ -357,39 +461,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
             const int nn = nxt + NPRE * NWARP;
             blk[j] = nn < t1 ? table[nn] : 0;
           }
-          // scores: two accumulators break the MMA dependency chain
-          float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-          for (int w = 0; w < NW; w++) {
-            uint32_t a[8];
-            unpack8(kw.w[w], a);
-            MmaType<__half>::mma(s0, a, qb[2 * w][0], qb[2 * w][1]);
-            MmaType<__half>::mma(s1, a + 4, qb[2 * w + 1][0], qb[2 * w + 1][1]);
-          }
-          const float2 ks2 = h2f(ksc), kz2 = h2f(kz), vs2 = h2f(vsc), vz2 = h2f(vz);
-          const int valid = len - tile * kTile;
-          const bool r0 = g < valid, r1 = g + 8 < valid;
-          float c4[4];
-          c4[0] = r0 ? (ks2.x * (s0[0] + s1[0]) + kz2.x * qs0) * p.scale_log2 : -INFINITY;
-          c4[1] = r0 ? (ks2.x * (s0[1] + s1[1]) + kz2.x * qs1) * p.scale_log2 : -INFINITY;
-          c4[2] = r1 ? (ks2.y * (s0[2] + s1[2]) + kz2.y * qs0) * p.scale_log2 : -INFINITY;
-          c4[3] = r1 ? (ks2.y * (s0[3] + s1[3]) + kz2.y * qs1) * p.scale_log2 : -INFINITY;
-          float alpha[2];
-          softmax(c4, alpha);
-          // masked tokens have p = 0: zero their scale/zero too (stale slots may hold anything finite)
-          const float vsa = r0 ? vs2.x : 0.f, vsb = r1 ? vs2.y : 0.f;
-          const float vza = r0 ? vz2.x : 0.f, vzb = r1 ? vz2.y : 0.f;
-          st.z[0] = st.z[0] * alpha[0] + c4[0] * vza + c4[2] * vzb;
-          st.z[1] = st.z[1] * alpha[1] + c4[1] * vza + c4[3] * vzb;
-          const uint32_t b0 = movmatrix_t(MmaType<__half>::pack(c4[0] * vsa, c4[1] * vsa));
-          const uint32_t b1 = movmatrix_t(MmaType<__half>::pack(c4[2] * vsb, c4[3] * vsb));
-#pragma unroll
-          for (int w = 0; w < NW; w++) {
-            uint32_t a[8];
-            unpack8(vw.w[w], a);
-            MmaType<__half>::mma(st.acc[2 * w], a, b0, b1);
-            MmaType<__half>::mma(st.acc[2 * w + 1], a + 4, b0, b1);
-          }
+          int2_tile(kw, vw, ksc, kz, vsc, vz, tile);
         }
       }
     }
@@ -404,7 +476,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       st.z[h] += __shfl_xor_sync(0xffffffffu, st.z[h], o);
     }
   }
-  __shared__ float sm_o[NWARP][8][D];
+  __syncthreads();  // all warps are done with the ring before it becomes sm_o
+  float (*sm_o)[8][D] = reinterpret_cast<float (*)[8][D]>(smem_raw);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
   __shared__ int sm_last;
 #pragma unroll
@@ -616,53 +689,49 @@ __global__ void __launch_bounds__(128) append_kernel(const AppendParams p) {
   for (int e = 0; e < E; e++) { kd[lane + 32 * e] = kr[lane + 32 * e]; vd[lane + 32 * e] = vr[lane + 32 * e]; }
 }
 
-template <typename T, int D, int NWARP, int NPRE, int MINB>
+template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream) {
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  int2_decode_kernel<T, D, NWARP, NPRE, MINB><<<grid, NWARP * 32, 0, stream>>>(p);
+  int2_decode_kernel<T, D, NWARP, NPRE, MINB, STAGES><<<grid, NWARP * 32, 0, stream>>>(p);
   return (int)cudaGetLastError();
 }
 
-template <typename T, int D, int NWARP, int NPRE, int MINB>
+template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
 int occupancy() {
   int n = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, NPRE, MINB>, NWARP * 32, 0);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, NPRE, MINB, STAGES>, NWARP * 32, 0);
   return n;
 }
 
 }  // namespace
 
-// dtype: 0 = bf16, 1 = fp16. variant (head_dim 128): 0 = 4 tiles in flight per warp, >= 3 CTAs/SM (168 regs);
-// 1 = 2 in flight, 4 CTAs/SM (128 regs); 2 = 3 in flight, 4 CTAs/SM. head_dim 64: 4 in flight, 4 CTAs/SM.
-// Returns a cudaError_t (0 = ok), -1 = unsupported combination.
+// Variants (head_dim 128 | 64): 0 = register ring, 4 tiles in flight per warp (3 | 4 CTAs/SM);
+// 1 = cp.async ring of 8 tiles per warp (3 | 4 CTAs/SM); 2 = cp.async ring of 6 (4 CTAs/SM);
+// 3 = cp.async ring of 10 (3 | 4 CTAs/SM). dtype: 0 = bf16, 1 = fp16.
+#define OSCAR_TABLE(F, T)                                                  \
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 3, 0>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 1, 3, 8>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 1, 4, 6>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 1, 3, 10>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 1, 4, 8>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 1, 4, 6>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 1, 4, 10>ARGS;
+
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  if (dtype == 0) {
-    if (head_dim == 128 && variant == 0) return launch_decode<__nv_bfloat16, 128, 4, 4, 3>(*p, batch, s);
-    if (head_dim == 128 && variant == 1) return launch_decode<__nv_bfloat16, 128, 4, 2, 4>(*p, batch, s);
-    if (head_dim == 128 && variant == 2) return launch_decode<__nv_bfloat16, 128, 4, 3, 4>(*p, batch, s);
-    if (head_dim == 64) return launch_decode<__nv_bfloat16, 64, 4, 4, 4>(*p, batch, s);
-  } else if (dtype == 1) {
-    if (head_dim == 128 && variant == 0) return launch_decode<__half, 128, 4, 4, 3>(*p, batch, s);
-    if (head_dim == 128 && variant == 1) return launch_decode<__half, 128, 4, 2, 4>(*p, batch, s);
-    if (head_dim == 128 && variant == 2) return launch_decode<__half, 128, 4, 3, 4>(*p, batch, s);
-    if (head_dim == 64) return launch_decode<__half, 64, 4, 4, 4>(*p, batch, s);
-  }
+#define ARGS (*p, batch, s)
+  if (dtype == 0) { OSCAR_TABLE(launch_decode, __nv_bfloat16) }
+  if (dtype == 1) { OSCAR_TABLE(launch_decode, __half) }
+#undef ARGS
   return -1;
 }
 
 extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant) {
-  if (dtype == 0) {
-    if (head_dim == 128 && variant == 0) return occupancy<__nv_bfloat16, 128, 4, 4, 3>();
-    if (head_dim == 128 && variant == 1) return occupancy<__nv_bfloat16, 128, 4, 2, 4>();
-    if (head_dim == 128 && variant == 2) return occupancy<__nv_bfloat16, 128, 4, 3, 4>();
-    if (head_dim == 64) return occupancy<__nv_bfloat16, 64, 4, 4, 4>();
-  } else if (dtype == 1) {
-    if (head_dim == 128 && variant == 0) return occupancy<__half, 128, 4, 4, 3>();
-    if (head_dim == 128 && variant == 1) return occupancy<__half, 128, 4, 2, 4>();
-    if (head_dim == 128 && variant == 2) return occupancy<__half, 128, 4, 3, 4>();
-    if (head_dim == 64) return occupancy<__half, 64, 4, 4, 4>();
-  }
+#define ARGS ()
+  if (dtype == 0) { OSCAR_TABLE(occupancy, __nv_bfloat16) }
+  if (dtype == 1) { OSCAR_TABLE(occupancy, __half) }
+#undef ARGS
   return -1;
 }
 
