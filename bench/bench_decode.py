@@ -163,7 +163,7 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None):
+def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None, probe=False):
     """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
     or the Triton fallback."""
     nbytes = int2_bytes(B, L)
@@ -179,7 +179,10 @@ def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None):
             if split_scale:
                 n = max(1, round(plans[0].n_int2 * split_scale))
                 plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_int2_splits=n) for m in metas]
-            t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
+            if probe:  # loads only (see DecodePlan.run)
+                t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=True) for m, p in zip(metas, plans)])
+            else:
+                t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
             if best is None or t < best[0]:
                 best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=var))
         t, extra = best
@@ -307,6 +310,7 @@ def main():
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
+    ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
     a = ap.parse_args()
     D = a.head_dim
     if SMOKE:
@@ -339,6 +343,19 @@ def main():
                     log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
                     torch.cuda.empty_cache()
         res["sweep"] = sw
+        dump()
+    if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
+        pr = []
+        for L, B in [(131072, 1), (131072, 32)]:
+            for var in (0, 1, 2):
+                tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
+                tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
+                pr.append(dict(L=L, B=B, variant=var, full_us=tf * 1e6, loads_only_us=tp * 1e6, bytes=nb,
+                               full_frac_copy=nb / tf / bw, loads_only_frac_copy=nb / tp / bw, splits=exf["splits"]))
+                log(f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy), loads only "
+                    f"{tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)")
+                torch.cuda.empty_cache()
+        res["probe"] = pr
         dump()
     fi = not a.no_flashinfer and not SMOKE
     if fi:

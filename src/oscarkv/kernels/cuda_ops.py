@@ -77,7 +77,7 @@ class _DecodeParams(ctypes.Structure):
         ("o_part", ctypes.c_void_p), ("lse_part", ctypes.c_void_p), ("counters", ctypes.c_void_p),
         ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
-        ("scale_log2", ctypes.c_float),
+        ("scale_log2", ctypes.c_float), ("probe", ctypes.c_int),
     ]
 
 
@@ -212,7 +212,9 @@ class DecodePlan:
         self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
-            out: torch.Tensor | None = None) -> torch.Tensor:
+            out: torch.Tensor | None = None, _probe: bool = False) -> torch.Tensor:
+        """One layer's decode attention. ``_probe`` (benchmarks only) skips the INT2 math and returns
+        garbage: it measures how fast the kernel's loads alone stream the cache."""
         B, HQ, D = q.shape
         if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
             raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "
@@ -240,7 +242,7 @@ class DecodePlan:
             it.data_ptr(), it.stride(0), meta.int2_lens.data_ptr(),
             self.o_part.data_ptr(), self.lse_part.data_ptr(), self.counters.data_ptr(),
             out.data_ptr(), out.stride(0), out.stride(1),
-            self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
+            self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634), int(_probe),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.config.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream))

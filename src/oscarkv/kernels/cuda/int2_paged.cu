@@ -55,6 +55,7 @@ struct DecodeParams {
   int64_t o_sb, o_sh;
   int hkv, group, n_hp, n_int2;
   float scale_log2;
+  int probe;  // 0 = normal; 1 = INT2 tier loads only (bandwidth probe for BENCHMARKS.md, output is garbage)
 };
 
 struct AppendParams {
@@ -402,6 +403,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       const uint32_t ksc = meta[g], kz = meta[8 + g], vsc = meta[16 + g], vz = meta[24 + g];
       __syncwarp();  // every lane has read stage k % STAGES before it is refilled below
       issue(k + STAGES - 1);
+      if (p.probe) {  // keep the loads alive without the math
+        st.z[0] += __uint_as_float((kw.w[0] ^ vw.w[NW - 1] ^ ksc ^ kz ^ vsc ^ vz) & 0x3f800000u);
+        continue;
+      }
       int2_tile(kw, vw, ksc, kz, vsc, vz, first + k * NWARP);
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
@@ -613,8 +618,10 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
   if (lane == 0) { *sc = s; *zr = z; }
 }
 
+constexpr int kAppendWarps = 16;  // one warp per row of a page (K then V)
+
 template <typename T, int D>
-__global__ void __launch_bounds__(128) append_kernel(const AppendParams p) {
+__global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendParams p) {
   constexpr int E = D / 32;
   constexpr int NW = D / 32;
   const int h = blockIdx.y;
@@ -624,7 +631,7 @@ __global__ void __launch_bounds__(128) append_kernel(const AppendParams p) {
     const int pg = blockIdx.x;
     __shared__ uint8_t codes[2][kTile][D];
     __shared__ __half scz[4][kTile];
-    for (int r = warp; r < kTile; r += 4) {
+    for (int r = warp; r < kTile; r += kAppendWarps) {
       const int64_t src = p.page_src[pg * kTile + r];
       const T *kr, *vr;
       if (src >= 0) {
@@ -676,7 +683,7 @@ __global__ void __launch_bounds__(128) append_kernel(const AppendParams p) {
   }
   if (!p.do_rows) return;
   // row copies: one warp per (row, head)
-  const int r = (blockIdx.x - (p.do_pages ? p.n_pages : 0)) * 4 + warp;
+  const int r = (blockIdx.x - (p.do_pages ? p.n_pages : 0)) * kAppendWarps + warp;
   if (r >= p.n_rows) return;
   const int64_t slot = p.hp_slots[r];
   if (slot < 0) return;
@@ -737,14 +744,14 @@ extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant)
 
 extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  const int row_ctas = p->do_rows ? (p->n_rows + 3) / 4 : 0;
+  const int row_ctas = p->do_rows ? (p->n_rows + kAppendWarps - 1) / kAppendWarps : 0;
   const int page_ctas = p->do_pages ? p->n_pages : 0;
   if (row_ctas + page_ctas == 0) return 0;
   dim3 grid(row_ctas + page_ctas, p->hkv);
-  if (dtype == 0 && head_dim == 128) append_kernel<__nv_bfloat16, 128><<<grid, 128, 0, s>>>(*p);
-  else if (dtype == 0 && head_dim == 64) append_kernel<__nv_bfloat16, 64><<<grid, 128, 0, s>>>(*p);
-  else if (dtype == 1 && head_dim == 128) append_kernel<__half, 128><<<grid, 128, 0, s>>>(*p);
-  else if (dtype == 1 && head_dim == 64) append_kernel<__half, 64><<<grid, 128, 0, s>>>(*p);
+  if (dtype == 0 && head_dim == 128) append_kernel<__nv_bfloat16, 128><<<grid, kAppendWarps * 32, 0, s>>>(*p);
+  else if (dtype == 0 && head_dim == 64) append_kernel<__nv_bfloat16, 64><<<grid, kAppendWarps * 32, 0, s>>>(*p);
+  else if (dtype == 1 && head_dim == 128) append_kernel<__half, 128><<<grid, kAppendWarps * 32, 0, s>>>(*p);
+  else if (dtype == 1 && head_dim == 64) append_kernel<__half, 64><<<grid, kAppendWarps * 32, 0, s>>>(*p);
   else return -1;
   return (int)cudaGetLastError();
 }
