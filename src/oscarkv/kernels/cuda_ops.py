@@ -151,7 +151,7 @@ class CudaDecodeConfig:
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     """
 
-    variant: int = 1
+    variant: int | None = None  # None: 1 below 64 (sequence, KV head) pairs or at head_dim 64, else 2
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
 
@@ -185,10 +185,13 @@ class DecodePlan:
         self.group = num_q_heads // num_kv_heads
         self.dtype = dtype
         L = lib()
-        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, self.config.variant)
+        v = self.config.variant
+        if v is None:  # fastest per shape in the 2026-12-03 H200 table (BENCHMARKS.md)
+            v = 1 if head_dim == 64 or batch * num_kv_heads < 64 else 2
+        self.variant = v
+        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         if per_sm <= 0:
-            raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, "
-                                        f"variant={self.config.variant}")
+            raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         dev = torch.device(device)
         cap = per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
@@ -244,7 +247,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634), int(_probe),
         )
-        err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.config.variant,
+        err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream))
         if err != 0:
             raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")
