@@ -5,27 +5,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from oscarkv.eval import ablate
 from oscarkv.eval.ablate import Ablator, derive_composition, format_ablation, plot_ablation, run_one
 from oscarkv.rotation import oscar_rotation
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def ab():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                      num_hidden_layers=2, intermediate_size=64, vocab_size=100)
-    model = LlamaForCausalLM(cfg).eval()
+def ab(tiny):
+    model = tiny()
     g = torch.Generator().manual_seed(1)
     calib = {"pydoc-calib": torch.randint(0, 100, (256,), generator=g),
              "stdlib-docstrings": torch.randint(0, 100, (128,), generator=g)}
@@ -123,3 +111,13 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
     assert "### clipping" in (tmp_path / "summary.md").read_text()
     with pytest.raises(ValueError, match="unknown ablation"):
         ablate.run_ablations(SimpleNamespace(**{**vars(args), "what": "nope"}))
+
+
+def test_centering_ablation_builds_every_variant_from_one_pass(ab, tmp_path):
+    res = run_one(ab, "centering")
+    _check(res, 9)
+    assert {r["series"] for r in res["rows"]} == {"centered", "not centered"}
+    # one streaming pass (per calibration text and size) for every rotation variant
+    built = [k for k in ab._rots if k[0] == "pydoc-calib" and k[1] == ab.calib_tokens]
+    assert len(built) >= 6 and ("stats", "pydoc-calib", ab.calib_tokens) in ab._rots
+    assert plot_ablation(res, tmp_path / "centering.png").stat().st_size > 1000

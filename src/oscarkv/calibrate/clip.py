@@ -18,9 +18,10 @@ from dataclasses import replace
 
 import torch
 
-from ..methods import rotate
-from ..quant import QuantConfig, dequantize, quantize
+from ..quant import QuantConfig, clamp_rows, clip_index, fake_quantize
+from ..rotation import rotate
 
+DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2), used when not fitted
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
 
 
@@ -37,11 +38,6 @@ def clip_config(base: QuantConfig, rho: float) -> QuantConfig:
     return replace(base, clip_ratio=rho if rho < 1.0 else None)
 
 
-def _effective(rho: float, d: int) -> int:
-    """Candidates with the same sort index clip identically; index d - 1 (tau = max|x|) is a no-op."""
-    return d - 1 if rho >= 1.0 else min(int(rho * d), d - 1)
-
-
 def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tensor:
     """metric(e) summed error for each candidate; x are rotated float32 rows ``[..., d]``.
 
@@ -54,11 +50,10 @@ def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tenso
     done: dict[int, float] = {}
     out = []
     for rho in grid:
-        key = _effective(rho, d)
+        key = clip_index(rho, d)  # candidates with the same sort index clip identically
         if key not in done:
-            tau = srt[..., key : key + 1]
-            xc = x if rho >= 1.0 else torch.maximum(torch.minimum(x, tau), -tau)
-            e = (dequantize(quantize(xc, cfg), cfg) - x).double()
+            xc = x if rho >= 1.0 else clamp_rows(x, srt[..., key : key + 1])
+            e = (fake_quantize(xc, cfg) - x).double()  # fake_quantize: no packing (the hot loop)
             done[key] = float(metric(e))
         out.append(done[key])
     return torch.tensor(out, dtype=torch.float64)
@@ -76,9 +71,10 @@ def pick(grid, errors: torch.Tensor) -> float:
 class KeyClipSearch:
     """K search: the K rotation and C_Q are final after pass 1; ``update`` takes K rows in batches."""
 
-    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid):
+    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid, query_rot: torch.Tensor | None = None):
         self.rot, self.base, self.grid = rot, base, tuple(grid)
-        r = rot.double().to(cq.device)  # [1 or H, d, d]
+        # logit error (q Q).e with Q the queries' transform (= rot when rot is orthogonal)
+        r = (rot if query_rot is None else query_rot).double().to(cq.device)  # [1 or H, d, d]
         self.c = r.transpose(-1, -2) @ cq @ r  # [H, d, d], logit-error metric in rotated coordinates
         self.err = torch.zeros(len(self.grid), dtype=torch.float64)
         self.count = 0

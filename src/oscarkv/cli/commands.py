@@ -52,14 +52,25 @@ def cmd_calibrate(a) -> int:
     if out.suffix != ".safetensors":
         raise ValueError(f"--out {out} should end in .safetensors (the rotation file format)")
     lm = _load(a.model)
+    plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
-                    fit_clip=not a.no_fit_clip, per_head=a.per_head, levels=a.levels)
+                    fit_clip=not a.no_fit_clip, per_head=a.per_head or plus,
+                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus)
+    _warn_quality(rs)
     rs.save(out)
     kc = rs.k_clip.tolist() if rs.k_clip is not None else []
     vc = rs.v_clip.tolist() if rs.v_clip is not None else []
     print(json.dumps({"out": str(out), "layers": rs.num_layers, "head_dim": rs.head_dim,
                       "k_clip": [round(x, 3) for x in kc], "v_clip": [round(x, 3) for x in vc]}))
     return 0
+
+
+def _warn_quality(rs) -> None:
+    from ..calibrate import quality_warning
+
+    msg = quality_warning(rs)
+    if msg:
+        _log("WARNING: " + msg)
 
 
 # --------------------------------------------------------------------------- eval
@@ -85,11 +96,15 @@ def cmd_eval(a) -> int:
     peers = tuple(p.strip() for p in a.peers.split(",") if p.strip())
     lm = _load(a.model)
     rot = RotationSet.load(a.rotations, lm.model.config) if a.rotations else None
+    plus_path = getattr(a, "plus_rotations", None)
+    if plus_path:
+        rot = {"*": RotationSet.load(plus_path, lm.model.config), **({"oscar": rot} if rot is not None else {})}
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
         lengths = [int(x) for x in a.lengths.split(",") if x.strip()]
-        res = run_passkey(lm, methods, rot, lengths=lengths)
+        depths = tuple(float(x) for x in getattr(a, "depths", "0.1,0.5,0.9").split(",") if x.strip())
+        res = run_passkey(lm, methods, rot, lengths=lengths, depths=depths, trials=getattr(a, "trials", 2))
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
@@ -106,8 +121,31 @@ def cmd_eval(a) -> int:
 
 
 # --------------------------------------------------------------------------- run
+RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar-plus"
+# centering ablation rows (issue 10): the same quantizers without / with centering
+RUN_ABLATION = "hadamard+nocenter,int4+nocenter,oscar+center"
+
+
+def _run_rotations(lm, stats, calib_data: str):
+    """The paper's file (oscar), a centered per-layer file (the oscar+center ablation row) and the
+    oscar-plus file, all built from ONE pass of calibration statistics."""
+    from ..calibrate import build_rotations
+    from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
+
+    out = {}
+    for key, kw in (("paper", {}), ("centered", dict(center=True)),
+                    ("plus", dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS))):
+        t = time.time()
+        rs = build_rotations(stats, model_id=lm.model_id, **kw)
+        rs.meta["calib_data"] = calib_data
+        _log(f"built the {key} rotations in {time.time() - t:.1f} s")
+        out[key] = rs
+    return out
+
+
 def cmd_run(a) -> int:
     """Calibrate on pydoc-calib, evaluate on the disjoint pydoc-eval topics, print tables, JSON, plot."""
+    from ..calibrate import collect_stats, quality_warning
     from ..data import builtin_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
@@ -117,13 +155,31 @@ def cmd_run(a) -> int:
     out = Path(a.out_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    lm = _load("default")
-    rot = _calibrate(lm, "pydoc-calib", a.calib_tokens)
-    rot_path = rot.save(out / "rotations.safetensors")
-    _log(f"wrote {rot_path}")
+    from ..models import QWEN_ALIASES
+
+    model_name = getattr(a, "model", "default")
+    if a.context is None:
+        a.context = 2048 if model_name in QWEN_ALIASES else 4096
+    lm = _load(model_name)
+    ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
+    t = time.time()
+    stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
+    _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
+    rots = _run_rotations(lm, stats, "pydoc-calib")
+    for key, rs in rots.items():
+        msg = quality_warning(rs)
+        if msg:
+            _log(f"WARNING ({ {'paper': 'oscar', 'centered': 'oscar+center', 'plus': 'oscar-plus'}[key]}): {msg}")
+    rot_path = rots["paper"].save(out / "rotations.safetensors")
+    rots["centered"].save(out / "rotations-centered.safetensors")
+    rots["plus"].save(out / "rotations-plus.safetensors")
+    _log(f"wrote {rot_path} (+ rotations-centered, rotations-plus)")
+    # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
+    # calibrated means that hadamard / int4 center with) from the oscar-plus file
+    rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"]}
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
-    names = "bf16,naive,hadamard,kivi,int4,oscar"
+    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else "," + RUN_ABLATION)
     configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
     tables, series, reference = [], [], {}
     commit = _git_commit()
@@ -133,7 +189,8 @@ def cmd_run(a) -> int:
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
-                   calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit)
+                   calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit,
+                   page=getattr(methods[-1], "page", 1))
         slug = "results" if sink or recent else "results_pure_int2"
         write_json(res, out / f"{slug}.json")
         title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..dims import attention_dims
 from ..methods import KVMethod
-from ..quant import kv_cache_bytes
+from ..quant import int_region_bits, kv_cache_bytes, mixed_bits_per_element
 from ..rotation import RotationSet
 from .banded import banded_logits
 
 PEERS = ("quanto", "hqq")
+PEER_BITS, PEER_GROUP = 2, 64  # transformers QuantizedCache(nbits=2, q_group_size=64) as we run it
 
 
 @dataclass
@@ -72,14 +74,8 @@ def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
     return ids[:need].view(sequences, context)
 
 
-def _model_shape(model):
-    cfg = model.config.get_text_config()
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim
-
-
 def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residual_length: int,
-                nbits: int = 2, q_group_size: int = 64, chunk: int = 128) -> torch.Tensor:
+                nbits: int = PEER_BITS, q_group_size: int = PEER_GROUP, chunk: int = 128) -> torch.Tensor:
     """Logits [1, T, V] from transformers' QuantizedCache fed chunk by chunk."""
     from transformers import QuantizedCache
 
@@ -102,6 +98,15 @@ def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residua
     return torch.cat(outs, dim=1)
 
 
+def rotations_for(rotations, method: KVMethod):
+    """``rotations`` is one RotationSet for every method or a dict {method name: RotationSet} (key
+    ``"*"`` = the fallback), e.g. the paper's per-layer file for ``oscar`` and a centered per-head
+    file for ``oscar-plus``."""
+    if isinstance(rotations, dict):
+        return rotations.get(method.name, rotations.get(method.name.split("+")[0], rotations.get("*")))
+    return rotations
+
+
 def _score(logits: torch.Tensor, ids: torch.Tensor, score_from: int):
     """(log-probs at scored positions [n, V], targets [n])."""
     lp = torch.log_softmax(logits[0, score_from:-1].float(), dim=-1)
@@ -112,7 +117,7 @@ def evaluate(
     model,
     ids: torch.Tensor,
     methods: list[KVMethod],
-    rotations: RotationSet | None = None,
+    rotations: RotationSet | dict | None = None,
     context: int = 4096,
     sequences: int = 1,
     score_from: int = 512,
@@ -132,7 +137,8 @@ def evaluate(
         if p not in PEERS:
             raise ValueError(f"unknown peer {p!r}; choose from {PEERS}")
     seqs = windows(ids, context, sequences)
-    layers, kv_heads, head_dim = _model_shape(model)
+    dims = attention_dims(model)
+    layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
     names = [m.name for m in methods]
     if "bf16" not in names:
         raise ValueError("the method list must include bf16 (the reference for KL and top-1)")
@@ -154,7 +160,7 @@ def evaluate(
             bar.set_postfix_str(f"{name} seq {s + 1}/{sequences}")
             with torch.no_grad():
                 if kind == "ours":
-                    logits = banded_logits(model, x, job, rotations)
+                    logits = banded_logits(model, x, job, rotations_for(rotations, job))
                 else:
                     logits = peer_logits(model, x, job, score_from, residual_length=peer_residual or 0)
             lp, tgt = _score(logits, x, score_from)
@@ -177,7 +183,7 @@ def evaluate(
             # nominal accounting like ours: 2-bit codes + 16-bit scale and zero per group of 64,
             # plus the full-precision residual (the backends' real CPU storage is larger)
             qtok = max(0, context - resid)
-            bpe = (qtok * (2 + 32 / 64) + (context - qtok) * 16) / context
+            bpe = mixed_bits_per_element(context, qtok, int_region_bits(PEER_BITS, PEER_GROUP, 16))
             kvb = kv_cache_bytes(context, layers, kv_heads, head_dim, bpe)
             label, note = f"hf-{job}-int2", f"transformers QuantizedCache(backend={job}), residual_length={resid}, chunk 128"
         results.append(MethodResult(label, math.exp(nll / count), kl / count, agree / count, bpe, kvb, time.time() - t0, note))

@@ -82,25 +82,69 @@ def oscar_rotation(cov: torch.Tensor, composition: str = "u_h_pbr") -> tuple[tor
     """
     if composition not in COMPOSITIONS:
         raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
-    d = cov.shape[-1]
     lam, u = eigh_sorted(cov)
+    return compose(u, lam, composition), lam
+
+
+def compose(u: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> torch.Tensor:
+    """R of ``composition`` from the eigenvectors U (columns, eigh order) and their eigenvalues."""
+    d = u.shape[-1]
     if composition == "identity":
-        return torch.eye(d, dtype=torch.float64), lam
+        return torch.eye(d, dtype=u.dtype)
     if composition == "u":
-        return u, lam
-    h = hadamard(d)
-    perm = bit_reversal_permutation(lam)
+        return u
+    h = hadamard(d, u.dtype)
     if composition == "h":
-        return h, lam
+        return h
+    perm = bit_reversal_permutation(eigenvalues)
     if composition == "h_pbr":
-        return h[:, perm], lam
-    uh = u @ h
+        return h[:, perm]
     if composition == "u_h":
-        return uh, lam
-    return uh[:, perm].contiguous(), lam
+        return u @ h
+    if composition == "u_h_pbr":
+        return (u @ h)[:, perm].contiguous()
+    raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+
+
+def recover_eigenvectors(r: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> torch.Tensor | None:
+    """The inverse of ``compose``: U from a stored R (u: U = R; u_h: U = R H; u_h_pbr: U = R P_br^T H,
+    H being its own inverse). None where R does not contain U (h, h_pbr, identity, imported files).
+    P_br is rebuilt from ``eigenvalues``: that is the calibration's P only when they are strictly
+    ascending as stored (ties could reorder), so callers that need exactness check that first."""
+    d = r.shape[-1]
+    if composition == "u":
+        return r
+    if composition == "u_h":
+        return r @ hadamard(d, r.dtype)
+    if composition == "u_h_pbr":
+        perm = bit_reversal_permutation(eigenvalues)  # R = (U H)[:, perm]
+        return r[:, torch.argsort(perm)] @ hadamard(d, r.dtype)
+    return None
 
 
 def orthogonality_error(r: torch.Tensor) -> float:
     """max |R R^T - I| (0 for an exact rotation)."""
     r = r.double()
     return (r @ r.T - torch.eye(r.shape[0], dtype=torch.float64)).abs().max().item()
+
+
+def key_rescale(cq: torch.Tensor, key_second_moment: torch.Tensor, max_ratio: float = 1e4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact per-direction key rescale (issue 10, not in the paper): S = U diag(s) U^T and S^-1 with U the
+    eigenvectors of the query covariance C_Q (eigenvalues lambda_i) and s_i = (lambda_i / kappa_i)^(1/4),
+    kappa_i = u_i^T E[k k^T] u_i the keys' second moment along u_i; geometric mean of s is 1.
+
+    Keys are stored as k S R and queries use q S^-1 R, so (q S^-1 R).(k S R) = q.k exactly. For an
+    error that is spread evenly over the coordinates (what H does), the logit error sum_i lambda_i e_i^2
+    / s_i^2 times the row range ~ sum_i kappa_i s_i^2 is minimised by this s (Cauchy-Schwarz): directions
+    that queries look along get more of the INT2 range. ``max_ratio`` bounds lambda/kappa around its
+    geometric mean (so s stays within a factor max_ratio^(1/4)).
+    """
+    lam, u = eigh_sorted(cq)
+    kappa = torch.einsum("di,de,ei->i", u, key_second_moment.double(), u)
+    eps = 1e-12 * float(lam.abs().max().clamp_min(1e-30))
+    ratio = lam.clamp_min(eps) / kappa.clamp_min(1e-12 * float(kappa.abs().max().clamp_min(1e-30)))
+    logr = ratio.log()
+    logr = logr - logr.mean()
+    b = torch.log(torch.tensor(max_ratio, dtype=torch.float64))
+    s = (logr.clamp(-b, b) / 4).exp()
+    return (u * s) @ u.T, (u / s) @ u.T

@@ -7,6 +7,13 @@ Tensors (float32):
     k_eigenvalues, v_eigenvalues  [num_layers, R, head_dim]  eigenvalues of Sigma_K / Sigma_V, ascending
     k_clip, v_clip                [num_layers]  clip ratio rho per layer (0 = no clipping)
     k_levels, v_levels            [num_layers, 2**bits]  optional Lloyd-Max levels in code units
+    k_mean, v_mean                [num_layers, num_kv_heads, head_dim]  optional (format 2): calibrated
+                                  mean of post-RoPE keys / values per KV head, for exact centering
+                                  (rotation/centering.py); metadata "centered" says whether the clip
+                                  ratios, levels and V rotation were fitted on centered rows
+    k_query_rotation              [num_layers, R, head_dim, head_dim]  optional (format 2): when the key
+                                  transform M = S.R is not orthogonal (per-channel key rescale S, issue 10),
+                                  queries use M^-T = S^-1.R: (q M^-T).(k M) = q.k; absent = k_rotation
 
 Metadata (safetensors string map, JSON-encoded values): model_id, config_hash, num_layers,
 num_kv_heads, head_dim, group_size, bits, calib_tokens, composition, objective, library_version.
@@ -26,8 +33,10 @@ from pathlib import Path
 import torch
 
 from .. import __version__
+from ..dims import attention_dims, text_config
 
-FORMAT = "oscar-kv-rotations/1"
+FORMAT = "oscar-kv-rotations/2"  # /2 adds the optional k_mean / v_mean tensors
+FORMATS_READ = ("oscar-kv-rotations/1", FORMAT)  # version 1 files (no means) still load
 
 
 class RotationMismatchError(ValueError):
@@ -36,16 +45,14 @@ class RotationMismatchError(ValueError):
 
 def config_fingerprint(config) -> dict:
     """The parts of a transformers config that a rotation depends on."""
-    text = getattr(config, "get_text_config", lambda: config)()
-    n_heads = text.num_attention_heads
-    n_kv = getattr(text, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // n_heads
+    text = text_config(config)
+    dims = attention_dims(text)
     fp = {
         "model_type": getattr(text, "model_type", "unknown"),
-        "num_layers": int(text.num_hidden_layers),
-        "num_attention_heads": int(n_heads),
-        "num_kv_heads": int(n_kv),
-        "head_dim": int(head_dim),
+        "num_layers": dims.num_layers,
+        "num_attention_heads": dims.num_heads,
+        "num_kv_heads": dims.num_kv_heads,
+        "head_dim": dims.head_dim,
         "hidden_size": int(text.hidden_size),
         "vocab_size": int(getattr(text, "vocab_size", 0) or 0),
     }
@@ -67,6 +74,9 @@ class RotationSet:
     v_clip: torch.Tensor | None = None
     k_levels: torch.Tensor | None = None  # [L, 2**bits]
     v_levels: torch.Tensor | None = None
+    k_mean: torch.Tensor | None = None  # [L, H_kv, d]
+    k_query_rotation: torch.Tensor | None = None  # [L, R, d, d]; None = k_rotation (orthogonal)
+    v_mean: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -99,6 +109,21 @@ class RotationSet:
         r = float(t[layer])
         return r if 0.0 < r < 1.0 else None
 
+    def query_rotation(self, layer: int) -> torch.Tensor | None:
+        """[R, d, d] transform for queries (and for reading stored keys back: x @ Q^T = x @ M^-1) when the
+        key transform is not orthogonal; None when it is (then R_K serves both)."""
+        return None if self.k_query_rotation is None else self.k_query_rotation[layer]
+
+    def mean(self, kind: str, layer: int) -> torch.Tensor | None:
+        """[H_kv, d] calibrated mean of ``kind`` in {"k", "v"} at ``layer`` (None in version-1 files)."""
+        t = self.k_mean if kind == "k" else self.v_mean
+        return None if t is None else t[layer]
+
+    @property
+    def centered(self) -> bool:
+        """True when clip ratios / levels / R_V were fitted for centered rows (``calibrate(center=True)``)."""
+        return bool(self.meta.get("centered", False)) and self.k_mean is not None
+
     def levels(self, kind: str, layer: int) -> tuple[float, ...] | None:
         t = self.k_levels if kind == "k" else self.v_levels
         return None if t is None else tuple(float(x) for x in t[layer])
@@ -115,6 +140,14 @@ class RotationSet:
         r = self.k_rotation.shape[1]
         if r not in (1, fp["num_kv_heads"]):
             problems.append(f"{r} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
+        q = self.k_query_rotation
+        if q is not None and q.shape != self.k_rotation.shape:
+            problems.append(f"k_query_rotation is {tuple(q.shape)}, k_rotation {tuple(self.k_rotation.shape)}")
+        for name in ("k_mean", "v_mean"):
+            t = getattr(self, name)
+            if t is not None and (t.ndim != 3 or t.shape[0] != self.num_layers or t.shape[1] not in (1, fp["num_kv_heads"])
+                                  or t.shape[2] != self.head_dim):
+                problems.append(f"{name} is {tuple(t.shape)}, want [{self.num_layers}, {fp['num_kv_heads']}, {self.head_dim}]")
         want = self.meta.get("config_hash")
         if want and want != config_hash(config) and not problems:
             problems.append(
@@ -133,11 +166,12 @@ class RotationSet:
 
         path = Path(path)
         tensors = {"k_rotation": self.k_rotation, "v_rotation": self.v_rotation}
-        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels"):
+        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels", "k_mean", "v_mean",
+                     "k_query_rotation"):
             t = getattr(self, name)
             if t is not None:
                 tensors[name] = t.float().contiguous()
-        meta = {"format": FORMAT, "library_version": __version__, **self.meta}
+        meta = {**self.meta, "format": FORMAT, "library_version": __version__}
         meta_str = {k: json.dumps(v) for k, v in meta.items()}
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -171,7 +205,7 @@ class RotationSet:
                 meta[k] = json.loads(v)
             except json.JSONDecodeError:
                 meta[k] = v
-        if meta.get("format") != FORMAT:
+        if meta.get("format") not in FORMATS_READ:
             raise ValueError(
                 f"{path} is not an oscar-kv rotation file (format {meta.get('format')!r}); "
                 "for the authors' per-layer .pt files use `oscarkv.rotation.import_rotationzoo`"
