@@ -111,3 +111,16 @@ def test_page_one_is_the_per_token_rule():
         cache.plan_append(list("abc"), [1, 1, 1])
     m = cache.metadata(list("abc"))
     assert m.hp_lens.tolist() == [12, 24, 24] and m.int2_lens.tolist() == [0, 7, 44]
+
+
+def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
+    from oscarkv.kernels import CudaKernelUnavailable
+    from oscarkv.kernels.cuda_ops import CudaDecodeConfig, _choose_int2_splits
+
+    cache, pool, ids, _ = build([40], d=64, bs=16, sink=16, recent=16, layout="tile16")
+    with pytest.raises(CudaKernelUnavailable, match="CUDA"):
+        decode_attention(torch.randn(1, 4, 64), pool, cache.metadata(ids), backend="cuda")
+    # split model: never more splits than tiles / min_split_tiles nor than the merge bound
+    for tiles, bh in [(0, 8), (5, 8), (8192, 8), (8192, 256), (100000, 1)]:
+        n = _choose_int2_splits(tiles, bh, 396, CudaDecodeConfig(), 3, 64)
+        assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61

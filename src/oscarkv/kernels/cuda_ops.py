@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import StateError
 from .paged import DecodeMeta, MixedKVPool, WritePlan
 
 _SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
@@ -31,7 +32,7 @@ _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
 _LIB = None
 
 
-class CudaKernelUnavailable(RuntimeError):
+class CudaKernelUnavailable(StateError):
     """The CUDA kernels cannot be built or loaded here (no nvcc, no GPU, unsupported shape)."""
 
 
