@@ -130,11 +130,6 @@ class OscarCache(Cache):
         why = self.paged_unsupported()
         if why:
             raise InputError(f"the paged OscarCache cannot run this method: {why}")
-        rot = self.rotations
-        if rot is not None and any(getattr(rot, n, None) is not None for n in ("k_mean", "v_mean")):
-            # exact centering (issue 10) is not in this package version's GPU path yet
-            raise InputError("this rotation file carries K/V centering (k_mean/v_mean), which the paged GPU cache "
-                             "does not apply yet; use backend='reference' or a rotation file without centering")
         if self.get_seq_length() > 0:
             raise StateError("the cache already holds tokens; switch backends on an empty cache")
         from dataclasses import replace

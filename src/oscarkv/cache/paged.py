@@ -41,6 +41,7 @@ from transformers.cache_utils import CacheLayerMixin
 from ..errors import InputError, StateError
 from ..methods import KVMethod, LayerPlan
 from ..rotation import expand_heads, rotate, unrotate
+from ..rotation.centering import add_value_mean, center, rotated_mean
 
 BLOCK_SIZE = 16
 
@@ -272,8 +273,10 @@ class PagedLayer(CacheLayerMixin):
         if st.mgr is None:
             st.allocate(key_states.shape[0], key_states.device, key_states.dtype, key_states.shape[2])
         self.device, self.dtype = key_states.device, key_states.dtype
-        self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
-        self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        dev = lambda t: None if t is None else t.to(self.device)  # noqa: E731
+        self.k_rot, self.v_rot, self.q_rot = dev(self.plan.k_rot), dev(self.plan.v_rot), dev(self.plan.k_query_rot)
+        # exact centering (rotation/centering.py): rows stored as (x - mean) @ R, mu_V added to the output
+        self.k_mean, self.v_mean = dev(self.plan.k_mean), dev(self.plan.v_mean)
         self.batch_size = key_states.shape[0]
         self.is_initialized = True
 
@@ -286,27 +289,31 @@ class PagedLayer(CacheLayerMixin):
         st = self.state
         if self.idx == 0 and not st.preplanned:
             st.begin_forward(key_states.shape[2])
-        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        kr = rotate(center(key_states, self.k_mean), self.k_rot)
+        vr = rotate(center(value_states, self.v_mean), self.v_rot)
         self.pending = (kr, vr)
         self.fresh = True
         return kr, vr
 
     def _query_rotations(self, hq: int):
-        """R_K and R_V per query head [1 or Hq, d, d] (``rotation.expand_heads``) on the layer's device,
+        """The queries' transform (R_K, or M^-T with a key rescale) and R_V per query head
+        [1 or Hq, d, d] (``rotation.expand_heads``), and mu_V in the rotated basis, on the layer's device,
         cached (no host-to-device copy inside a captured CUDA graph)."""
         if getattr(self, "_rot_cache_key", None) != hq:
             def per_q(r):
                 return None if r is None else expand_heads(r, hq).to(self.device, torch.float32).contiguous()
 
-            self._rq, self._rv = per_q(self.k_rot), per_q(self.v_rot)
+            self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
+            self._vm = rotated_mean(self.v_mean, self.v_rot)
             self._rot_cache_key = hq
-        return self._rq, self._rv
+        return self._rq, self._rv, self._vm
 
     def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
         in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
-        rq, rv = self._query_rotations(query.shape[1])
+        rq, rv, vm = self._query_rotations(query.shape[1])
         out = self._attend(rotate(query, rq), scaling)
+        out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
         if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
