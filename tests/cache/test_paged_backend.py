@@ -206,3 +206,18 @@ def test_generate_stops_at_eos(model, config, rotations):
         disable_oscar_attention(model)
     stop = int((first[0] == eos).nonzero()[0]) + 1
     assert torch.equal(got[0], first[0, :stop])
+
+
+def test_tile16_pool_layout_equals_reference(model, config, rotations):
+    """The pool layout the CUDA kernels use (tile16), read and written by the torch reference on CPU."""
+    prompts = _prompts()
+    ids, mask = _left_pad(prompts)
+    p = paged(config, "oscar", rotations)  # group 32 == head_dim 32: one scale group per row
+    p.paged.layout = "tile16"
+    got = run(model, p, ids, mask)
+    assert p.paged.pools[0].layout == "tile16"
+    q = paged(config, "oscar", rotations)
+    want = run(model, q, ids, mask)
+    assert q.paged.pools[0].layout == "logical"
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4

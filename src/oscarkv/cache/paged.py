@@ -93,6 +93,10 @@ class PagedState:
         self.preplanned = False  # a graph runner planned this forward already
         self.graph_capacity: int | None = None  # static table width (graph mode)
         self.cur = None  # this forward's plan: dict
+        # pool layout: "tile16" feeds the CUDA decode/append kernels (kernels/cuda_ops.py), "logical" the
+        # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
+        self.layout = "auto"
+        self._decode_plans: dict = {}
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
@@ -119,13 +123,43 @@ class PagedState:
         self.page = pool_page(self.mgr)
         for r in range(batch):
             self.mgr.add(r)
+        layout = self.layout if self.layout != "auto" else self._auto_layout(device)
         self.pools = [
             MixedKVPool.allocate(batch * per_q + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
-                                 p.k_cfg, p.v_cfg, dtype=dtype, device=device)
+                                 p.k_cfg, p.v_cfg, dtype=dtype, device=device, layout=layout)
             for p in self.plans
         ]
+        self.layout = layout
         self.max_q_blocks, self.max_hp_blocks = per_q, per_hp
         self.batch, self.device = batch, device
+
+    def _auto_layout(self, device) -> str:
+        if torch.device(device).type != "cuda" or self.kernel_backend not in ("auto", "cuda"):
+            return "logical"
+        p = self.plans[0]
+        if p.k_cfg.group(self.head_dim) != self.head_dim or p.k_cfg.scale_dtype != "float16":
+            return "logical"  # the CUDA kernels take one fp16 scale group per row
+        try:
+            from ..kernels import cuda_ops
+
+            cuda_ops.lib()  # builds (nvcc, once, cached) or raises CudaKernelUnavailable
+        except Exception:  # no nvcc / no kernel for this GPU: the Triton kernels on the logical layout
+            return "logical"
+        return "tile16"
+
+    def decode_plan(self, num_q_heads: int, dtype):
+        """The CUDA kernel's ``DecodePlan`` for the fixed decode buffers (capacity maxima), one per
+        (heads, dtype), shared by all layers and steps: no host work or allocation per call, so the step
+        can be graph-captured. None when the CUDA kernel does not run this pool."""
+        if self.layout != "tile16" or torch.device(self.device).type != "cuda" or self.kernel_backend not in ("auto", "cuda"):
+            return None
+        key = (num_q_heads, dtype)
+        if key not in self._decode_plans:
+            from ..kernels import DecodePlan
+
+            self._decode_plans[key] = DecodePlan(self.batch, num_q_heads, self.num_kv_heads, self.head_dim,
+                                                 self.static_meta, self.device, dtype)
+        return self._decode_plans[key]
 
     def nbytes(self) -> int:
         return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
@@ -330,7 +364,9 @@ class PagedLayer(CacheLayerMixin):
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
             write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)
-            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb)
+            plan = st.decode_plan(hq, q.dtype)
+            kw = {} if plan is None else {"plan": plan}
+            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb, **kw)
             return out[:, None]
         sel = cur["sel"]
         flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
