@@ -198,17 +198,21 @@ def cmd_run(a) -> int:
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
     names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
-    configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
+    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
+        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
+    # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
+    # the last 0-15 tokens in BF16)
+    configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
     tables, series, reference = [], [], {}
     commit = _git_commit()
-    for label, sink, recent in configs:
-        _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
-        methods = parse_methods(names, sink=sink, recent=recent)
+    for label, sink, recent, page in configs:
+        _log(f"evaluating ({label}: sink {sink}, recent {recent}, page {page}, context {a.context})")
+        methods = parse_methods(names, sink=sink, recent=recent, page=page)
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
                    calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit,
-                   page=getattr(methods[-1], "page", 1))
+                   page=page)
         slug = "results" if sink or recent else "results_pure_int2"
         write_json(res, out / f"{slug}.json")
         title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"
