@@ -203,6 +203,8 @@ def cmd_run(a) -> int:
     # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
     # the last 0-15 tokens in BF16)
     configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
+    if getattr(a, "only_pure", False):
+        configs = [c for c in configs if c[0] == "pure INT2"]
     tables, series, reference = [], [], {}
     commit = _git_commit()
     for label, sink, recent, page in configs:
