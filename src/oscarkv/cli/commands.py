@@ -166,11 +166,20 @@ def cmd_run(a) -> int:
     if a.context is None:
         a.context = 2048 if model_name in QWEN_ALIASES else 4096
     lm = _load(model_name)
-    ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
-    t = time.time()
-    stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
-    _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
-    rots = _run_rotations(lm, stats, "pydoc-calib")
+    reuse = getattr(a, "reuse_rotations", None)
+    if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
+        from ..rotation import RotationSet
+
+        files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
+        rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
+        a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
+        _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
+    else:
+        ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
+        t = time.time()
+        stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
+        _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
+        rots = _run_rotations(lm, stats, "pydoc-calib")
     from ..methods import PLUS_KEY_SCALE
 
     alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
@@ -189,17 +198,23 @@ def cmd_run(a) -> int:
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
     names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
-    configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
+    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
+        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
+    # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
+    # the last 0-15 tokens in BF16)
+    configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
+    if getattr(a, "only_pure", False):
+        configs = [c for c in configs if c[0] == "pure INT2"]
     tables, series, reference = [], [], {}
     commit = _git_commit()
-    for label, sink, recent in configs:
-        _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
-        methods = parse_methods(names, sink=sink, recent=recent)
+    for label, sink, recent, page in configs:
+        _log(f"evaluating ({label}: sink {sink}, recent {recent}, page {page}, context {a.context})")
+        methods = parse_methods(names, sink=sink, recent=recent, page=page)
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
                    calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit,
-                   page=getattr(methods[-1], "page", 1))
+                   page=page)
         slug = "results" if sink or recent else "results_pure_int2"
         write_json(res, out / f"{slug}.json")
         title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"

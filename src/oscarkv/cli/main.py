@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calib-tokens", type=int, default=8192)
     r.add_argument("--no-peers", action="store_true", help="skip transformers' quanto/hqq rows")
     r.add_argument("--no-pure", action="store_true", help="skip the pure-INT2 (no windows) table")
+    r.add_argument("--only-pure", action="store_true", help="only the pure-INT2 table (e.g. with --reuse-rotations)")
+    r.add_argument("--reuse-rotations", metavar="RUN_DIR", help="skip calibration: evaluate with the rotation files "
+                   "of an earlier `oscar-kv run` of the same model (RUN_DIR/rotations*.safetensors)")
+    r.add_argument("--methods", help="evaluate only these methods (comma list; default: all, with the ablation rows)")
     r.add_argument("--no-ablation", action="store_true", help="skip the centering ablation rows (hadamard+nocenter, "
                    "int4+nocenter, oscar+center)")
     r.add_argument("--pure-peers", action="store_true",

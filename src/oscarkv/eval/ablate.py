@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..methods import make_method
+from ..methods import make_method as _make_method
 from ..rotation import RotationSet, bit_reversal_permutation, hadamard
 from .harness import evaluate
 from .report import write_json
@@ -35,6 +35,12 @@ COMPOSITION_LABELS = {  # rotation.COMPOSITIONS entries in the order of the tabl
     "u_h": "U.H",
     "u_h_pbr": "U.H.P_br (OSCAR)",
 }
+
+
+def make_method(name, **kw):
+    """Methods of the ablations demote token by token (page 1): with sink = recent = 0 nothing stays in
+    BF16 (a page of 16 would keep the last 0-15 tokens of every query in BF16)."""
+    return _make_method(name, **{"page": 1, **kw})
 
 
 def _log(msg: str) -> None:
