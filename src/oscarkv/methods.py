@@ -24,6 +24,7 @@ import torch
 
 from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
 from .rotation import RotationSet, hadamard
+from .errors import InputError
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
 DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
@@ -87,13 +88,13 @@ class KVMethod:
         if not self.quantized:
             return LayerPlan(None, None, None, None, self.key_axis)
         if self.rotation == "calibrated" and rotations is None:
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} needs calibrated rotations; create them with "
                 "`oscar-kv calibrate --model M --data FILE --out ROT.safetensors` and pass --rotations ROT"
             )
         g = min(self.group_size, head_dim)
         if self.key_axis == "token" and head_dim % g:
-            raise ValueError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
+            raise InputError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
         k_clip = v_clip = None
         if self.clip == "default":
             k_clip, v_clip = DEFAULT_CLIP_K, DEFAULT_CLIP_V
@@ -105,7 +106,7 @@ class KVMethod:
         k_lv = v_lv = None
         if self.levels == "lloyd-max":
             if rotations is None or rotations.k_levels is None:
-                raise ValueError(
+                raise InputError(
                     "levels='lloyd-max' needs a rotation file with fitted levels; "
                     "calibrate with `oscar-kv calibrate --levels lloyd-max`"
                 )
@@ -145,9 +146,9 @@ def make_method(
 ) -> KVMethod:
     """A method by name (see ``METHOD_NAMES``) with shared window/group settings."""
     if sink < 0 or recent < 0:
-        raise ValueError("sink and recent must be >= 0")
+        raise InputError("sink and recent must be >= 0")
     if clip is not None and clip not in CLIP_MODES:
-        raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
+        raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
     base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype)
     if name == "bf16":
         return KVMethod("bf16", bits=None, **base)
@@ -161,13 +162,13 @@ def make_method(
         return KVMethod("int4", bits=4, rotation="hadamard", clip=clip or "off", **base)
     if name == "oscar":
         return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, **base)
-    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+    raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
-        raise ValueError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
+        raise InputError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
     return [make_method(n, **kw) for n in names]
 
 
@@ -202,7 +203,7 @@ def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):
     b, h, t, d = k.shape
     g = cfg.group_size
     if t % g:
-        raise ValueError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
+        raise InputError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
     blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
     return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
 

@@ -8,6 +8,7 @@ from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 from ..methods import KVMethod, make_method
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
+from ..errors import InputError, UnsupportedError
 
 OUTPUT_BASES = ("original", "rotated")
 
@@ -78,11 +79,11 @@ class OscarCache(Cache):
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)
         if any(t != "full_attention" for t in layer_types):
-            raise NotImplementedError(
+            raise UnsupportedError(
                 f"OscarCache supports full-attention layers only; this model has {sorted(set(layer_types))}"
             )
         if method.rotation == "calibrated" and rotations is None:
-            raise ValueError(
+            raise InputError(
                 f"method {method.name!r} needs calibrated rotations: pass rotations=RotationSet.load(PATH) "
                 "(create them with `oscar-kv calibrate --model M --out ROT.safetensors`)"
             )
@@ -111,7 +112,7 @@ class OscarCache(Cache):
 
     def set_output_basis(self, basis: str) -> None:
         if basis not in OUTPUT_BASES:
-            raise ValueError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
+            raise InputError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
         # storage does not depend on the basis, so switching between forwards is safe
         self._output_basis = basis
         for layer in self.layers:
@@ -127,20 +128,20 @@ class OscarCache(Cache):
         if m is None:
             return
         if m.ndim != 2:
-            raise ValueError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
+            raise InputError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
         m = m.to(torch.bool)
         # left padding <=> each row is 0...0 1...1 (non-decreasing)
         if (m[:, 1:].int() < m[:, :-1].int()).any():
-            raise ValueError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
+            raise InputError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
         pad = (~m).sum(dim=1).long()
         if self.get_seq_length() > 0:
             cur = getattr(self.layers[0], "pad", None)
             cur = torch.zeros_like(pad) if cur is None else cur.to(pad.device)
             if cur.shape != pad.shape or not torch.equal(cur, pad):
-                raise ValueError("set_padding called on a non-empty cache with different padding; call reset() first")
+                raise InputError("set_padding called on a non-empty cache with different padding; call reset() first")
             return
         if self.method.key_axis == "channel" and pad.numel() and int(pad.max()) != int(pad.min()):
-            raise NotImplementedError("kivi does not support rows with different left padding")
+            raise UnsupportedError("kivi does not support rows with different left padding")
         for layer in self.layers:
             if isinstance(layer, MixedWindowLayer):
                 layer.pad = pad.clone()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+from ..errors import InputError
 
 CAPTURE_IMPL = "oscarkv_capture"
 
@@ -42,16 +43,16 @@ def attention_dims(model) -> AttentionDims:
     try:
         n_layers, n_heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
     except AttributeError:
-        raise ValueError(
+        raise InputError(
             f"{type(model).__name__} has no num_hidden_layers/num_attention_heads in its config; "
             "calibration supports decoder-only transformers models (Llama, Qwen2, Qwen3, ...)"
         ) from None
     n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_heads)
     d = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
     if n_heads % n_kv:
-        raise ValueError(f"{n_heads} query heads are not a multiple of {n_kv} KV heads")
+        raise InputError(f"{n_heads} query heads are not a multiple of {n_kv} KV heads")
     if d <= 0 or d & (d - 1):
-        raise ValueError(
+        raise InputError(
             f"head_dim {d} is not a power of two; OSCAR's Hadamard-based rotations need head_dim in 64, 128, 256, ..."
         )
     return AttentionDims(n_layers, n_heads, n_kv, d)
@@ -78,7 +79,7 @@ def capture_attention(model, callback: Callable[[int, torch.Tensor, torch.Tensor
     def fn(module, query, key, value, attention_mask, **kwargs):
         layer = getattr(module, "layer_idx", None)
         if layer is None:
-            raise ValueError(f"attention module {type(module).__name__} has no layer_idx; cannot tell layers apart")
+            raise InputError(f"attention module {type(module).__name__} has no layer_idx; cannot tell layers apart")
         callback(int(layer), query.detach(), key.detach(), value.detach())
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
@@ -108,7 +109,7 @@ def run_forward(model, input_ids: torch.Tensor) -> None:
 def check_all_layers(seen: set[int], dims: AttentionDims, model) -> None:
     missing = sorted(set(range(dims.num_layers)) - seen)
     if missing:
-        raise ValueError(
+        raise InputError(
             f"{type(model).__name__}: attention of layers {missing[:8]}{'...' if len(missing) > 8 else ''} never "
             "reached transformers' AttentionInterface; calibration supports attention modules that dispatch "
             "through it (Llama, Qwen2, Qwen3, Mistral, ...), not linear-attention or custom-kernel layers"

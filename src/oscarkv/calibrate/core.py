@@ -29,6 +29,7 @@ from .capture import attention_dims, capture_attention, check_all_layers, run_fo
 from .clip import DEFAULT_CLIP_GRID, KeyClipSearch, check_grid, clip_config, pick, value_clip_errors
 from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, TokenReservoir, ValueCovariance
+from ..errors import InputError
 
 LEVELS = ("uniform", "lloyd-max")
 
@@ -38,7 +39,7 @@ def make_batches(input_ids, seq_len: int, batch_size: int) -> list[torch.Tensor]
     chunks of equal length into batches of at most ``batch_size`` rows (a shorter tail chunk of a
     sequence goes into a batch of its own length; nothing is padded, so no mask is needed)."""
     if seq_len < 1 or batch_size < 1:
-        raise ValueError("seq_len and batch_size must be >= 1")
+        raise InputError("seq_len and batch_size must be >= 1")
     seqs = [input_ids] if isinstance(input_ids, torch.Tensor) and input_ids.ndim == 1 else list(input_ids)
     by_len: dict[int, list[torch.Tensor]] = {}
     for s in seqs:
@@ -95,11 +96,11 @@ def calibrate(
     sample_tokens: tokens per layer kept for the V clip search and the Lloyd-Max fit.
     """
     if composition not in COMPOSITIONS:
-        raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+        raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
-        raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
+        raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
     if sample_tokens < 1:
-        raise ValueError(f"sample_tokens must be >= 1, got {sample_tokens}")
+        raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
     dims = attention_dims(model)
     d, L = dims.head_dim, dims.num_layers
     base = QuantConfig(bits, group_size, None, scale_dtype)
@@ -108,7 +109,7 @@ def calibrate(
     batches = make_batches(input_ids, seq_len, batch_size)
     n_tokens = sum(b.numel() for b in batches)
     if n_tokens < d:
-        raise ValueError(
+        raise InputError(
             f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
             "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
         )

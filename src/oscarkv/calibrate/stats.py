@@ -15,6 +15,7 @@ can be accumulated as two running sums.
 from __future__ import annotations
 
 import torch
+from ..errors import InputError
 
 
 def _grouped(q: torch.Tensor, n_kv: int) -> torch.Tensor:
@@ -39,7 +40,7 @@ class QueryCovariance:
     def per_head(self) -> torch.Tensor:
         """C_Q^(h), ``[H_kv, d, d]``."""
         if self.count == 0:
-            raise ValueError("no queries were accumulated")
+            raise InputError("no queries were accumulated")
         c = self.sum / self.count
         return (c + c.transpose(-1, -2)) / 2
 

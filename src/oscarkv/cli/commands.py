@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 import torch
+from ..errors import InputError, NotFoundError
+from ..fileio import check_input_file, check_output_dir, check_output_path
+from ..models import resolve_model_path as resolve_model
 
 
 def _log(msg: str) -> None:
@@ -34,6 +37,37 @@ def _load(model: str):
     return lm
 
 
+# --------------------------------------------------------------------------- checks before the work
+# Everything a command can refuse is refused here, before the model is loaded or anything is computed.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def _check_data(source: str, what: str = "--data") -> None:
+    from ..data import SOURCES
+
+    if source in SOURCES:
+        return
+    check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
+
+
+def _check_positions(model, *lengths: int, what: str = "--context") -> None:
+    """Warn (not refuse: RoPE scaling may allow it) when a length is past the model's trained positions."""
+    text = getattr(model.config, "get_text_config", lambda: model.config)()
+    mpe = getattr(text, "max_position_embeddings", None)
+    longest = max(lengths, default=0)
+    if mpe and longest > mpe:
+        _log(f"warning: {what} {longest} is past the model's max_position_embeddings ({mpe}); "
+             "results past that length are extrapolation")
+
+
+def _load_rotations_file(path: str):
+    """Read and validate a rotation file before the model is loaded (model check comes later)."""
+    from ..rotation import RotationSet
+
+    check_input_file(path, "--rotations", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
+    return RotationSet.load(path)
+
+
 def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
     from ..calibrate import calibrate
     from ..data import load_text, token_ids
@@ -48,9 +82,16 @@ def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
 
 # --------------------------------------------------------------------------- calibrate
 def cmd_calibrate(a) -> int:
+    from ..rotation import COMPOSITIONS
+
     out = Path(a.out)
     if out.suffix != ".safetensors":
-        raise ValueError(f"--out {out} should end in .safetensors (the rotation file format)")
+        raise InputError(f"--out {out} should end in .safetensors (the rotation file format)")
+    check_output_path(out, "--out")
+    _check_data(a.data)
+    if a.composition not in COMPOSITIONS:
+        raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
+    resolve_model(a.model)
     lm = _load(a.model)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
                     fit_clip=not a.no_fit_clip, per_head=a.per_head, levels=a.levels)
@@ -78,21 +119,39 @@ def cmd_eval(a) -> int:
     from ..methods import parse_methods
     from ..rotation import RotationSet
 
+    from ..eval.harness import PEERS
+
     methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
     needs_rot = any(m.rotation == "calibrated" for m in methods)
     if needs_rot and not a.rotations:
-        raise ValueError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
+        raise InputError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
     peers = tuple(p.strip() for p in a.peers.split(",") if p.strip())
+    bad = [p for p in peers if p not in PEERS]
+    if bad:
+        raise InputError(f"--peers {','.join(bad)}: unknown; choose from {', '.join(PEERS)}")
+    if a.task == "ppl" and not a.score_from < a.context - 1:
+        raise InputError(f"--score-from {a.score_from} must be below --context - 1 = {a.context - 1}")
+    if a.json_out:
+        check_output_path(a.json_out, "--json")
+    if a.plot:
+        check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
+    if a.task == "ppl":
+        _check_data(a.data)
+    rot = _load_rotations_file(a.rotations) if a.rotations else None
+    resolve_model(a.model)
     lm = _load(a.model)
-    rot = RotationSet.load(a.rotations, lm.model.config) if a.rotations else None
+    if rot is not None:
+        rot.check_model(lm.model.config)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
-        lengths = [int(x) for x in a.lengths.split(",") if x.strip()]
+        lengths = a.lengths
+        _check_positions(lm.model, *lengths, what="--lengths")
         res = run_passkey(lm, methods, rot, lengths=lengths)
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
+        _check_positions(lm.model, a.context)
         ids = token_ids(lm.tokenizer, load_text(a.data), what=f"evaluation text {a.data!r}")
         res = _eval_table(lm, ids, methods, rot, a.context, a.sequences, a.score_from, peers, a.recent)
         res.update(sink=a.sink, recent=a.recent, data=a.data)
@@ -112,12 +171,16 @@ def cmd_run(a) -> int:
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
 
+    if a.context < 514:
+        raise InputError(f"--context {a.context} is too short: `run` scores positions 512 and later, use >= 514")
+    check_output_dir(a.out_dir, "--out-dir")
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(a.out_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     lm = _load("default")
+    _check_positions(lm.model, a.context)
     rot = _calibrate(lm, "pydoc-calib", a.calib_tokens)
     rot_path = rot.save(out / "rotations.safetensors")
     _log(f"wrote {rot_path}")
@@ -156,7 +219,12 @@ def cmd_inspect(a) -> int:
     from ..eval.report import write_json
     from ..rotation import RotationSet
 
-    rs = RotationSet.load(a.rotations)
+    if a.plot:
+        check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
+    if a.json_out:
+        check_output_path(a.json_out, "--json")
+    check_input_file(a.rotations, "rotation file", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
+    rs = RotationSet.load(a.rotations)  # validated: shapes and counts consistent, finite, orthogonal
     info = inspect_rotations(rs)
     print(format_inspect(info))
     if a.plot:
@@ -168,8 +236,14 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_ablate(a) -> int:
-    from ..eval.ablate import run_ablations
+    from ..eval.ablate import ABLATIONS, run_ablations
 
+    what = [w.strip() for w in a.what.split(",") if w.strip()]
+    bad = [w for w in what if w not in ABLATIONS]
+    if bad or not what:
+        raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    check_output_dir(a.out_dir, "--out-dir")
+    resolve_model(a.model)
     run_ablations(a)
     return 0
 
@@ -177,5 +251,5 @@ def cmd_ablate(a) -> int:
 def cmd_bench(a) -> int:
     script = Path(__file__).resolve().parents[3] / "bench" / "bench_decode.py"
     if not script.exists():
-        raise FileNotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
+        raise NotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
     return subprocess.call([sys.executable, str(script), *[x for x in a.args if x != "--"]])

@@ -27,6 +27,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
 
 from ..cache import OscarCache
+from ..errors import InputError, StateError
 
 ATTENTION_NAME = "oscar_sdpa"
 
@@ -55,13 +56,13 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA in the rotated basis; ``key``/``value`` come rotated from an ``OscarCache``."""
     st: _LayerState | None = getattr(module, "_oscar_attention", None)
     if st is None:
-        raise RuntimeError(
+        raise StateError(
             f"attention implementation {ATTENTION_NAME!r} is set but this module was not prepared; "
             "use oscarkv.integrations.transformers.enable_oscar_attention(model, cache)"
         )
     layer = st.cache.layers[st.layer_idx]
     if not layer.fresh:
-        raise RuntimeError(
+        raise StateError(
             "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
             "pass that cache (cache=... / past_key_values=...) with use_cache=True, or call disable_oscar_attention(model)"
         )
@@ -117,7 +118,7 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
         disable_oscar_attention(model)
     mods = _attention_modules(model)
     if len(mods) != len(cache.layers):
-        raise ValueError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+        raise InputError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
     register()
     saved = {"attn": model.config._attn_implementation, "o_proj": {}}
     model.set_attn_implementation(ATTENTION_NAME)
