@@ -44,6 +44,9 @@ class KVMethod:
     scale_dtype: str = "float16"
     levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
 
+    def __post_init__(self):
+        check_method_fields(self)
+
     @property
     def quantized(self) -> bool:
         return self.bits is not None
@@ -124,6 +127,34 @@ class KVMethod:
         return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis)
 
 
+LEVELS = ("uniform", "lloyd-max")
+ROTATIONS = ("none", "hadamard", "calibrated")
+KEY_AXES = ("token", "channel")
+
+
+def check_method_fields(m: KVMethod) -> None:
+    """Refuse a KVMethod that would silently do something else (e.g. levels="lloyd_max" meant uniform)."""
+    def bad(field, value, allowed):
+        raise InputError(f"KVMethod {m.name!r}: {field}={value!r} is not one of {', '.join(map(repr, allowed))}")
+
+    if m.bits not in (None, 2, 4):
+        bad("bits", m.bits, (None, 2, 4))
+    if m.rotation not in ROTATIONS:
+        bad("rotation", m.rotation, ROTATIONS)
+    if m.key_axis not in KEY_AXES:
+        bad("key_axis", m.key_axis, KEY_AXES)
+    if m.clip not in CLIP_MODES:
+        bad("clip", m.clip, CLIP_MODES)
+    if m.levels not in LEVELS:
+        bad("levels", m.levels, LEVELS)
+    for name in ("sink", "recent", "group_size"):
+        v = getattr(m, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "group_size" else 0):
+            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {1 if name == 'group_size' else 0}, got {v!r}")
+    if m.scale_dtype not in ("float16", "bfloat16", "float32"):
+        bad("scale_dtype", m.scale_dtype, ("float16", "bfloat16", "float32"))
+
+
 @dataclass
 class LayerPlan:
     """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None."""
@@ -147,6 +178,8 @@ def make_method(
     """A method by name (see ``METHOD_NAMES``) with shared window/group settings."""
     if sink < 0 or recent < 0:
         raise InputError("sink and recent must be >= 0")
+    if levels not in LEVELS:
+        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
     if clip is not None and clip not in CLIP_MODES:
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
     base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype)

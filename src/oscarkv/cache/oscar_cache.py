@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
 from ..methods import KVMethod, make_method
+from ..validation import resolve_method, resolve_rotations, restore_layer, snapshot_layer
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
 from ..errors import InputError, UnsupportedError
@@ -65,17 +68,19 @@ class OscarCache(Cache):
         self,
         config,
         method: str | KVMethod = "oscar",
-        rotations: RotationSet | None = None,
-        sink: int = 64,
-        recent: int = 256,
-        group_size: int = 128,
-        scale_dtype: str = "float16",
+        rotations: RotationSet | str | os.PathLike | None = None,
+        sink: int | None = None,
+        recent: int | None = None,
+        group_size: int | None = None,
+        scale_dtype: str | None = None,
         clip: str | None = None,
-        levels: str = "uniform",
+        levels: str | None = None,
     ):
-        if isinstance(method, str):
-            method = make_method(method, sink, recent, group_size, scale_dtype, clip, levels)
-        # a KVMethod carries its own windows and group size; the keyword arguments are ignored then
+        # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels) come from
+        # make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too.
+        method = resolve_method(method, sink=sink, recent=recent, group_size=group_size,
+                                scale_dtype=scale_dtype, clip=clip, levels=levels)
+        rotations = resolve_rotations(rotations, config)
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)
         if any(t != "full_attention" for t in layer_types):
@@ -95,6 +100,18 @@ class OscarCache(Cache):
         layers = [self._make_layer(method, i, fp["head_dim"], rotations) for i in range(fp["num_layers"])]
         super().__init__(layers=layers)
         self._output_basis = "original"
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        """transformers' ``Cache.update``, all-or-nothing per layer: when the layer's update raises (e.g.
+        non-finite K/V reaching the quantizer), the layer is left as it was before the call, so its
+        length is not advanced and the same call can be retried or the cache used further."""
+        layer = self.layers[layer_idx] if layer_idx < len(self.layers) else None
+        snap = snapshot_layer(layer)
+        try:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        except BaseException:
+            restore_layer(layer, snap)
+            raise
 
     @staticmethod
     def _make_layer(method: KVMethod, idx: int, head_dim: int, rotations):
