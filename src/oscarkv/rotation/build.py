@@ -17,7 +17,7 @@ def _check_pow2(n: int, what: str = "size") -> int:
     if n <= 0 or n & (n - 1):
         raise InputError(
             f"Hadamard rotations need a power-of-two {what}, got {n}; "
-            "OSCAR rotations are only defined for power-of-two head_dim (64, 128, 256, ...)"
+            "OSCAR rotations need a power-of-two head_dim (e.g. 32, 64, 128, 256)"
         )
     return n.bit_length() - 1
 
