@@ -53,6 +53,7 @@ def _err(capsys):
     (["ablate", "--out-dir", "/proc/ablate"], "cannot be written"),
     (["ablate", "--context", "0"], "--context: must be positive"),
     (["nonsense"], "invalid choice"),
+    (["eval", "--methods", "naive,hadamard"], "--methods must include bf16"),
 ])
 def test_bad_arguments_refused_before_loading(argv, match, capsys, no_model_load, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -115,7 +116,7 @@ def test_broken_checkpoints_one_line(ckpt, tmp_path, capsys):
     cfg["model_type"] = "no-such-architecture"
     (wrong / "config.json").write_text(json.dumps(cfg))
     assert main(["eval", "--model", str(wrong), "--methods", "bf16"]) == 2
-    assert "cannot load the model" in _err(capsys)
+    assert "cannot read the model config" in _err(capsys)
 
 
 def test_inspect_inconsistent_file(tmp_path, capsys):
@@ -126,6 +127,17 @@ def test_inspect_inconsistent_file(tmp_path, capsys):
     assert "k_eigenvalues has shape (1, 1, 32), expected (2, 1, 32)" in _err(capsys)
     assert main(["inspect", str(tmp_path / "missing.safetensors")]) == 2
     assert "does not exist" in _err(capsys)
+
+
+def test_shape_arguments_checked_before_loading(ckpt, tmp_path, capsys, no_model_load):
+    assert main(["eval", "--model", str(ckpt), "--methods", "bf16,naive", "--group-size", "24"]) == 2
+    assert "--group-size 24 does not divide the model's head_dim 32; use one of [16, 32]" in _err(capsys)
+    assert main(["calibrate", "--model", str(ckpt), "--out", str(tmp_path / "r.safetensors"), "--group-size", "24"]) == 2
+    assert "does not divide" in _err(capsys)
+    other = good_rotations(layers=3)
+    p = other.save(tmp_path / "other.safetensors")
+    assert main(["eval", "--model", str(ckpt), "--rotations", str(p), "--methods", "bf16,oscar"]) == 2
+    assert "does not match this model" in _err(capsys)
 
 
 def test_context_past_max_positions_warns(ckpt, tmp_path, capsys):
@@ -151,3 +163,11 @@ def test_every_user_error_class_derives_from_base():
     for cls in (E.InputError, E.StateError, E.NotFoundError, E.UnsupportedError, RotationMismatchError, RotationFileError):
         assert issubclass(cls, E.OscarKVError)
     assert issubclass(E.NotFoundError, FileNotFoundError) and issubclass(E.UnsupportedError, NotImplementedError)
+
+
+def test_unloadable_weights_one_line(ckpt, tmp_path, capsys):
+    bad = tmp_path / "badweights"
+    shutil.copytree(ckpt, bad)
+    (bad / "model.safetensors").write_bytes(b"garbage")
+    assert main(["eval", "--model", str(bad), "--methods", "bf16"]) == 2
+    assert "cannot load the model" in _err(capsys)

@@ -50,14 +50,37 @@ def _check_data(source: str, what: str = "--data") -> None:
     check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
 
 
-def _check_positions(model, *lengths: int, what: str = "--context") -> None:
+def _check_positions(config, *lengths: int, what: str = "--context") -> None:
     """Warn (not refuse: RoPE scaling may allow it) when a length is past the model's trained positions."""
-    text = getattr(model.config, "get_text_config", lambda: model.config)()
+    text = getattr(config, "get_text_config", lambda: config)()
     mpe = getattr(text, "max_position_embeddings", None)
     longest = max(lengths, default=0)
     if mpe and longest > mpe:
         _log(f"warning: {what} {longest} is past the model's max_position_embeddings ({mpe}); "
              "results past that length are extrapolation")
+
+
+def _peek_config(model: str):
+    """The model's config alone (fast), so shape-dependent arguments are checked before the weights load."""
+    from transformers import AutoConfig
+
+    path, _ = resolve_model(model)
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise InputError(f"cannot read the model config in {path}: {type(e).__name__}: {first}") from e
+
+
+def _check_group_size(config, group_size: int, methods=()) -> None:
+    from ..rotation import config_fingerprint
+
+    d = config_fingerprint(config)["head_dim"]
+    g = min(group_size, d)
+    token_wise = [m for m in methods if m.quantized and m.key_axis == "token"] if methods else [None]
+    if token_wise and d % g:
+        divisors = [x for x in (16, 32, 64, 128, 256) if x <= d and d % x == 0]
+        raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
 
 
 def _load_rotations_file(path: str):
@@ -91,7 +114,7 @@ def cmd_calibrate(a) -> int:
     _check_data(a.data)
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
-    resolve_model(a.model)
+    _check_group_size(_peek_config(a.model), a.group_size)
     lm = _load(a.model)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
                     fit_clip=not a.no_fit_clip, per_head=a.per_head, levels=a.levels)
@@ -129,6 +152,8 @@ def cmd_eval(a) -> int:
     bad = [p for p in peers if p not in PEERS]
     if bad:
         raise InputError(f"--peers {','.join(bad)}: unknown; choose from {', '.join(PEERS)}")
+    if a.task == "ppl" and "bf16" not in [m.name for m in methods]:
+        raise InputError("--methods must include bf16 (the reference for KL and top-1), e.g. --methods bf16,oscar")
     if a.task == "ppl" and not a.score_from < a.context - 1:
         raise InputError(f"--score-from {a.score_from} must be below --context - 1 = {a.context - 1}")
     if a.json_out:
@@ -138,20 +163,21 @@ def cmd_eval(a) -> int:
     if a.task == "ppl":
         _check_data(a.data)
     rot = _load_rotations_file(a.rotations) if a.rotations else None
-    resolve_model(a.model)
-    lm = _load(a.model)
+    config = _peek_config(a.model)
     if rot is not None:
-        rot.check_model(lm.model.config)
+        rot.check_model(config)
+    _check_group_size(config, a.group_size, methods)
+    _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
+                     what="--lengths" if a.task == "passkey" else "--context")
+    lm = _load(a.model)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
         lengths = a.lengths
-        _check_positions(lm.model, *lengths, what="--lengths")
         res = run_passkey(lm, methods, rot, lengths=lengths)
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
-        _check_positions(lm.model, a.context)
         ids = token_ids(lm.tokenizer, load_text(a.data), what=f"evaluation text {a.data!r}")
         res = _eval_table(lm, ids, methods, rot, a.context, a.sequences, a.score_from, peers, a.recent)
         res.update(sink=a.sink, recent=a.recent, data=a.data)
@@ -180,7 +206,7 @@ def cmd_run(a) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     lm = _load("default")
-    _check_positions(lm.model, a.context)
+    _check_positions(lm.model.config, a.context)
     rot = _calibrate(lm, "pydoc-calib", a.calib_tokens)
     rot_path = rot.save(out / "rotations.safetensors")
     _log(f"wrote {rot_path}")
@@ -243,7 +269,7 @@ def cmd_ablate(a) -> int:
     if bad or not what:
         raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
     check_output_dir(a.out_dir, "--out-dir")
-    resolve_model(a.model)
+    _check_positions(_peek_config(a.model), a.context)
     run_ablations(a)
     return 0
 

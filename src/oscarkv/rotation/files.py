@@ -169,6 +169,8 @@ class RotationSet:
         path = Path(path)
         if not path.exists():
             raise NotFoundError(f"rotation file {path} does not exist; create it with `oscar-kv calibrate`")
+        if path.is_dir():
+            raise InputError(f"rotation file {path} is a directory; pass the .safetensors file")
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw_meta = f.metadata() or {}
