@@ -42,6 +42,19 @@ def resolve_rotations(rotations, config=None):
 
 
 # -------------------------------------------------------------------------------- all-or-nothing update
+def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_dim: int) -> None:
+    """Shapes of a cache update, from Python ints only (no device sync on the decode path)."""
+    if not 0 <= layer_idx < num_layers:
+        raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers")
+    want = (num_kv_heads, head_dim)
+    for name, t in (("key_states", k), ("value_states", v)):
+        if t.ndim != 4 or (t.shape[1], t.shape[3]) != want:
+            raise InputError(f"{name} must be [batch, {num_kv_heads} KV heads, tokens, {head_dim}], got {tuple(t.shape)}; "
+                             "build the cache from this model's config")
+    if k.shape[:3] != v.shape[:3]:
+        raise InputError(f"key_states {tuple(k.shape)} and value_states {tuple(v.shape)} differ in batch or tokens")
+
+
 def snapshot_layer(layer):
     """Shallow state of a cache layer (its attributes, and one level into the package's own helper
     objects such as ``RowStore``), enough to undo an update that raised half-way. Tensors are not

@@ -79,3 +79,17 @@ def test_failed_update_leaves_length(method):
     c2.update(k, v, 0)
     c2.update(k[:, :, :1], v[:, :, :1], 0)
     assert c2.layers[0].segments() == c.layers[0].segments()
+
+
+@pytest.mark.parametrize("k_shape, v_shape, layer, match", [
+    ((1, 2, 3, 16), (1, 2, 3, 16), 0, r"key_states must be \[batch, 2 KV heads, tokens, 32\]"),
+    ((1, 4, 3, 32), (1, 4, 3, 32), 0, "KV heads"),
+    ((1, 2, 3, 32), (1, 2, 2, 32), 0, "differ in batch or tokens"),
+    ((2, 32), (2, 32), 0, "key_states must be"),
+    ((1, 2, 3, 32), (1, 2, 3, 32), 5, "layer_idx 5 is out of range"),
+])
+def test_update_shapes_checked(k_shape, v_shape, layer, match):
+    c = OscarCache(tiny_config(), "naive", sink=0, recent=2, group_size=32)
+    with pytest.raises(InputError, match=match):
+        c.update(torch.randn(k_shape), torch.randn(v_shape), layer)
+    assert c.get_seq_length(0) == 0

@@ -8,7 +8,7 @@ import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
 from ..methods import KVMethod, make_method
-from ..validation import resolve_method, resolve_rotations, restore_layer, snapshot_layer
+from ..validation import check_update_args, resolve_method, resolve_rotations, restore_layer, snapshot_layer
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
 from ..errors import InputError, UnsupportedError
@@ -105,7 +105,8 @@ class OscarCache(Cache):
         """transformers' ``Cache.update``, all-or-nothing per layer: when the layer's update raises (e.g.
         non-finite K/V reaching the quantizer), the layer is left as it was before the call, so its
         length is not advanced and the same call can be retried or the cache used further."""
-        layer = self.layers[layer_idx] if layer_idx < len(self.layers) else None
+        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
+        layer = self.layers[layer_idx]
         snap = snapshot_layer(layer)
         try:
             return super().update(key_states, value_states, layer_idx, *args, **kwargs)
