@@ -39,13 +39,22 @@ def _timer(device):
 
 
 def _median(fn, reps, now, inner=1):
+    """Minimum over ``reps`` (the least-disturbed run: this machine is shared; the median is noisier)."""
     out = []
     for _ in range(reps):
         t = now()
         for _ in range(inner):
             fn()
         out.append((now() - t) / inner)
-    return statistics.median(out)
+    return min(out)
+
+
+def _checks_only(fn, n=2000):
+    """Seconds per call of a check function alone (what the checks add, free of the step's noise)."""
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
 
 
 class _ChecksOff:
@@ -117,7 +126,20 @@ def bench_cache_step(device, reps, context):
 
             one()
             res[mode] = _median(one, reps, now)
-    return {"op": "cache_step", "context": context, "layers": 30, **_summ(res)}
+    out = {"op": "cache_step", "context": context, "layers": 30, **_summ(res)}
+    try:  # what the checks cost alone, per decode step (30 layers)
+        from oscarkv.validation import check_update_args, snapshot_layer
+
+        def checks():
+            for i in range(30):
+                check_update_args(step, step, i, 30, 3, 64)
+                snapshot_layer(c.layers[i])
+
+        out["checks_alone_s"] = _checks_only(checks, 300)
+        out["checks_share_of_step"] = out["checks_alone_s"] / out["off_s"]
+    except ImportError:
+        pass
+    return out
 
 
 class _Null:
@@ -166,7 +188,19 @@ def bench_paged(device, reps, batch, context):
             res_pm[mode] = _median(pm, reps, now)
             attn_reps = reps if device == "cuda" else max(5, reps // 3)
             res_at[mode] = _median(lambda: decode_attention(q, pool, meta), attn_reps, now)
-    out.append({"op": "plan_meta", "batch": batch, **_summ(res_pm)})
+    pm_out = {"op": "plan_meta", "batch": batch, **_summ(res_pm)}
+    try:
+        from oscarkv.kernels.checks import check_append_request, check_known
+
+        def checks():
+            check_append_request(cache, ids, [1] * batch)
+            check_known(cache, ids)
+
+        pm_out["checks_alone_s"] = _checks_only(checks)
+        pm_out["checks_share_of_step"] = pm_out["checks_alone_s"] / pm_out["off_s"]
+    except ImportError:
+        pass
+    out.append(pm_out)
     out.append({"op": "decode_attn", "batch": batch, "context": context,
                 "backend": "triton" if device == "cuda" else "torch", **_summ(res_at)})
     return out

@@ -57,6 +57,8 @@ def load_text(source: str) -> str:
     """A built-in source name or a UTF-8 text file path."""
     if source in SOURCES:
         return builtin_text(source)
+    if not str(source).strip():
+        raise InputError(f"empty text source; pass a UTF-8 text file or one of {SOURCES}")
     p = Path(source)
     if not p.exists():
         raise NotFoundError(f"text {source!r} is neither a file nor one of the built-in sources {SOURCES}")

@@ -93,3 +93,15 @@ def test_update_shapes_checked(k_shape, v_shape, layer, match):
     with pytest.raises(InputError, match=match):
         c.update(torch.randn(k_shape), torch.randn(v_shape), layer)
     assert c.get_seq_length(0) == 0
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: __import__("oscarkv.quant", fromlist=["QuantConfig"]).QuantConfig(levels=(0, float("nan"), 2, 3)), "levels must be finite"),
+    (lambda: __import__("oscarkv.quant", fromlist=["QuantConfig"]).QuantConfig(clip_ratio=2.0), "clip_ratio must be in"),
+    (lambda: __import__("oscarkv.quant", fromlist=["QuantConfig"]).QuantConfig(clip_ratio=float("nan")), "clip_ratio must be in"),
+    (lambda: __import__("oscarkv.data", fromlist=["load_text"]).load_text(""), "empty text source"),
+    (lambda: __import__("oscarkv.rotation", fromlist=["RotationSet"]).RotationSet([[1.0]], [[1.0]]), "must be a torch.Tensor"),
+])
+def test_api_values_refused(make, match):
+    with pytest.raises(InputError, match=match):
+        make()

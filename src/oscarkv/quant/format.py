@@ -28,6 +28,7 @@ what a decode kernel wants to unpack into a tile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -73,10 +74,14 @@ class QuantConfig:
         if self.group_size <= 0:
             raise InputError(f"group_size must be positive, got {self.group_size}")
         _dtype(self.scale_dtype)
+        if self.clip_ratio is not None and not (0.0 <= self.clip_ratio <= 1.0):  # NaN fails too
+            raise InputError(f"clip_ratio must be in (0, 1] (0, 1 or None = no clipping), got {self.clip_ratio}")
         if self.levels is not None:
             lv = list(self.levels)
             if len(lv) != 2**self.bits:
                 raise InputError(f"levels needs {2**self.bits} values for {self.bits}-bit codes, got {len(lv)}")
+            if not all(math.isfinite(float(x)) for x in lv):
+                raise InputError(f"levels must be finite, got {lv}")
             if any(b < a for a, b in zip(lv, lv[1:])):
                 raise InputError(f"levels must be sorted ascending, got {lv}")
 

@@ -74,6 +74,8 @@ class RotationSet:
     def __post_init__(self):
         for name in ("k_rotation", "v_rotation"):
             t = getattr(self, name)
+            if not isinstance(t, torch.Tensor):
+                raise InputError(f"{name} must be a torch.Tensor [num_layers, R, d, d], got {type(t).__name__}")
             if t.ndim == 3:  # [L, d, d] -> one rotation per layer
                 t = t[:, None]
             if t.ndim != 4 or t.shape[-1] != t.shape[-2]:
