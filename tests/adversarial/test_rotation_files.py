@@ -170,3 +170,33 @@ def test_zoo_layers_not_a_dict(tmp_path):
     torch.save({"format_version": 1, "layers": {"a": {}}}, p)
     with pytest.raises(InputError, match="layer ids must be integers"):
         import_rotationzoo(p, p)
+
+
+# ------------------------------------------------------------- format-2 fields (centering, key rescale)
+def _with(rs, **fields):
+    for k, v in fields.items():
+        object.__setattr__(rs, k, v)
+    return rs
+
+
+def test_format2_rules_when_fields_exist():
+    """The rules for k_mean / v_mean / k_query_rotation apply to any object carrying those fields."""
+    from oscarkv.rotation.checks import problems
+
+    rs = good_rotations()
+    assert problems(_with(rs, k_mean=torch.zeros(2, 2, 32), v_mean=torch.zeros(2, 1, 32))) == []
+    bad = _with(good_rotations(), k_mean=torch.full((2, 2, 32), float("nan")))
+    assert any("k_mean (layer 0) contains NaN" in p for p in problems(bad))
+    bad = _with(good_rotations(), v_mean=torch.zeros(3, 2, 32))
+    assert any("v_mean has shape (3, 2, 32), expected (2, *, 32)" in p for p in problems(bad))
+    # a non-orthogonal key transform M = S.R is fine when queries carry Q = S^-1.R (Q M^T = I)
+    rs = good_rotations()
+    s = torch.linspace(0.5, 2.0, 32)
+    r = rs.k_rotation.clone()
+    m, q = r * s[:, None], r / s[:, None]
+    ok = _with(rs, k_rotation=m, k_query_rotation=q)
+    assert problems(ok) == []
+    wrong = _with(good_rotations(), k_rotation=m, k_query_rotation=r)
+    assert any("does not invert k_rotation" in p for p in problems(wrong))
+    alone = _with(good_rotations(), k_rotation=m)
+    assert any("k_rotation (layer 0, rotation 0) is not orthogonal" in p for p in problems(alone))

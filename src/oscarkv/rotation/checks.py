@@ -11,6 +11,10 @@ Rules per tensor (``RULES``; L layers, R_k / R_v rotations per layer, d = head_d
     k_eigenvalues, v_eigenvalues  [L, R, d]     finite
     k_clip, v_clip                [L]           finite, in (0, 1] or exactly 0 (= no clipping)
     k_levels, v_levels            [L, n]        finite, sorted ascending, within [0, n - 1] (code units)
+    k_mean, v_mean                [L, 1 or H, d] finite (format 2: centering means per KV head)
+    k_query_rotation              [L, R_k, d, d] finite, and Q M^T = I with M = k_rotation (format 2: a
+                                                non-orthogonal key transform M = S.R, queries Q = M^-T);
+                                                when present, k_rotation itself need not be orthogonal
 
 To add a tensor to the file format (e.g. centering vectors mu_K / mu_V), add one ``Rule`` to ``RULES``
 (its expected shape from ``Dims`` and a value check) and a field of the same name to ``RotationSet``.
@@ -47,11 +51,13 @@ class Dims:
     rv: int
     head_dim: int
     n_levels: int
+    kv_heads: int | None = None  # from the metadata when present
 
 
 @dataclass(frozen=True)
 class Rule:
-    shape: Callable[[Dims], tuple[int, ...]]
+    # expected shape; None in a position = any size there (e.g. 1 or num_kv_heads when not known)
+    shape: Callable[[Dims], tuple[int | None, ...]]
     check: Callable[[str, torch.Tensor, Dims], str | None]  # -> problem text, or None when fine
     required: bool = False
 
@@ -118,6 +124,25 @@ def check_levels(name: str, t: torch.Tensor, dims: Dims) -> str | None:
     return None
 
 
+def check_query_pair(name: str, q: torch.Tensor, dims: Dims, k_rotation: torch.Tensor, tol: float = ORTHO_TOL) -> str | None:
+    """Queries' transform Q for keys stored as k @ M: scores need Q M^T = I (checked per layer/rotation)."""
+    p = _nonfinite(name, q, q.ndim - 2) or _nonfinite("k_rotation", k_rotation, k_rotation.ndim - 2)
+    if p:
+        return p
+    eye = torch.eye(q.shape[-1], dtype=torch.float64)
+    err = (q.double() @ k_rotation.double().transpose(-1, -2) - eye).abs().amax(dim=(-1, -2))
+    bad = ~(err <= tol)
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        return (f"{name} (layer {idx[0]}) does not invert k_rotation (max |Q M^T - I| = {float(err[idx]):.3g} > {tol:g}): "
+                "query and key scores would not match")
+    return None
+
+
+def _heads(d: Dims):
+    return d.kv_heads if d.kv_heads is not None else None
+
+
 RULES: dict[str, Rule] = {
     "k_rotation": Rule(lambda d: (d.layers, d.rk, d.head_dim, d.head_dim), check_orthogonal, required=True),
     "v_rotation": Rule(lambda d: (d.layers, d.rv, d.head_dim, d.head_dim), check_orthogonal, required=True),
@@ -127,6 +152,9 @@ RULES: dict[str, Rule] = {
     "v_clip": Rule(lambda d: (d.layers,), check_clip),
     "k_levels": Rule(lambda d: (d.layers, d.n_levels), check_levels),
     "v_levels": Rule(lambda d: (d.layers, d.n_levels), check_levels),
+    "k_mean": Rule(lambda d: (d.layers, None, d.head_dim), check_finite),
+    "v_mean": Rule(lambda d: (d.layers, None, d.head_dim), check_finite),
+    "k_query_rotation": Rule(lambda d: (d.layers, d.rk, d.head_dim, d.head_dim), check_query_pair),
 }
 
 
@@ -145,7 +173,8 @@ def dims_of(rs) -> Dims:
     bits = _int_meta(rs.meta, "bits") or 2
     if bits not in (2, 4):
         raise RotationFileError(f"metadata bits={bits} is not supported (2 or 4)")
-    return Dims(layers=k.shape[0], rk=k.shape[1], rv=v.shape[1], head_dim=k.shape[-1], n_levels=2**bits)
+    return Dims(layers=k.shape[0], rk=k.shape[1], rv=v.shape[1], head_dim=k.shape[-1], n_levels=2**bits,
+                kv_heads=_int_meta(rs.meta, "num_kv_heads"))
 
 
 def problems(rs, tol: float = ORTHO_TOL) -> list[str]:
@@ -167,6 +196,7 @@ def problems(rs, tol: float = ORTHO_TOL) -> list[str]:
         out.append(f"metadata group_size={g} must be positive")
     if out:
         return out
+    paired = getattr(rs, "k_query_rotation", None) is not None  # then k_rotation = S.R, not orthogonal
     for name, rule in RULES.items():
         t = getattr(rs, name, None)
         if t is None:
@@ -180,12 +210,22 @@ def problems(rs, tol: float = ORTHO_TOL) -> list[str]:
             out.append(f"{name} has dtype {t.dtype}; expected a float tensor")
             continue
         want = rule.shape(d)
-        if tuple(t.shape) != want:
-            out.append(f"{name} has shape {tuple(t.shape)}, expected {want}")
+        if t.ndim != len(want) or any(w is not None and w != n for w, n in zip(want, t.shape)):
+            shown = tuple("*" if w is None else w for w in want)
+            out.append(f"{name} has shape {tuple(t.shape)}, expected {shown}".replace("'*'", "*"))
             continue
-        p = rule.check(name, t, d, tol) if rule.check is check_orthogonal else rule.check(name, t, d)
+        if name == "k_rotation" and paired:
+            p = check_finite(name, t, d)
+        elif rule.check is check_orthogonal:
+            p = check_orthogonal(name, t, d, tol)
+        elif rule.check is check_query_pair:
+            p = check_query_pair(name, t, d, rs.k_rotation, tol)
+        else:
+            p = rule.check(name, t, d)
         if p:
             out.append(p)
+        if name.endswith("_mean") and d.kv_heads is not None and t.shape[1] not in (1, d.kv_heads):
+            out.append(f"{name} has {t.shape[1]} heads; metadata says {d.kv_heads} KV heads (expected 1 or {d.kv_heads})")
     return out
 
 
