@@ -116,7 +116,7 @@ def bench_cache_step(device, reps, context):
     step = torch.randn(1, 3, 1, 64, device=device, dtype=dt)
     now = _timer(device)
     res = {}
-    for mode in ("on", "off", "on2", "off2"):  # interleaved twice against drift
+    for mode in MODES:  # interleaved against drift
         with (_ChecksOff() if mode.startswith("off") else _Null()):
             c = fresh()
 
@@ -150,9 +150,12 @@ class _Null:
         pass
 
 
+MODES = ("on", "off", "on2", "off2", "on3", "off3")
+
+
 def _summ(res):
-    on = min(res["on"], res["on2"])
-    off = min(res["off"], res["off2"])
+    on = min(v for k, v in res.items() if k.startswith("on"))
+    off = min(v for k, v in res.items() if k.startswith("off"))
     return {"on_s": on, "off_s": off, "on_over_off": on / off}
 
 
@@ -170,7 +173,7 @@ def bench_paged(device, reps, batch, context):
     now = _timer(device)
     out = []
     res_pm, res_at = {}, {}
-    for mode in ("on", "off", "on2", "off2"):
+    for mode in MODES:
         with (_ChecksOff() if mode.startswith("off") else _Null()):
             cache = MixedKVCache(nblk, batch * 24 + 8, bs, sink=64, recent=256)
             ids = list(range(batch))
@@ -213,6 +216,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (1: least disturbed on a shared machine)")
     a = ap.parse_args(argv)
     if a.src:
         sys.path.insert(0, str(Path(a.src).resolve()))
@@ -220,6 +224,8 @@ def main(argv=None):
 
     import oscarkv
 
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     info = {"src": str(Path(oscarkv.__file__).parent), "device": a.device, "threads": torch.get_num_threads()}
     print(json.dumps({"info": info}))
