@@ -7,10 +7,25 @@
               a full-precision residual holds the tokens of the incomplete block
     int4      Saw-INT4-style reference row: Hadamard + token-wise INT4 (full H_d rather than the
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
-    oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file
+    oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
+    oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
+              (calibrated means), calibrated rotations (per KV head when the file has them), fitted
+              clip, Lloyd-Max levels; needs a file from `oscar-kv calibrate --plus`
+
+Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
+and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
+per-channel key groups already absorb channel offsets) or oscar (kept faithful to the paper). A name
+may carry "+center" / "+nocenter" (e.g. ``oscar+center``, ``hadamard+nocenter``) for ablations.
 
 All methods share the same BF16 windows (``sink`` first tokens, ``recent`` last tokens) so a table
-compares quantizers at equal bits; ``sink=recent=0`` gives pure INT2.
+compares quantizers at equal bits; ``sink=recent=0, page=1`` gives pure INT2.
+
+The window rule (TEAM decision 1) has ONE definition, ``KVMethod.int2_len`` / ``KVMethod.held_quantized``:
+a sequence of t tokens holds tokens [S, S + int2_len(t)) quantized with
+int2_len(t) = B * floor(max(0, t - S - W) / B), B = the demotion page (``page``, default 16 like the
+GPU pool's block size; KIVI: its key block ``group_size``). The sink [0, min(t, S)) and the recent
+tokens [S + int2_len, t) (W .. W + B - 1 of them) stay in high precision. The CPU cache
+(cache/layers.py), the banded evaluation (eval/banded.py) and the GPU cache all derive from it.
 
 Everything here is a torch reference: the cache, the evaluation fast path and the kernels' tests
 all go through ``quantize_rows`` / ``quantize_key_blocks`` so there is one definition per operation.
@@ -24,9 +39,11 @@ import torch
 
 from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
 from .rotation import RotationSet, hadamard
+from .rotation.centering import center, uncenter
 from .errors import InputError
 
-METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar")
+METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar", "oscar-plus")
+CENTER_MODES = ("off", "on", "auto")  # auto: centered iff the rotation file has calibrated means
 DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
 CLIP_MODES = ("fitted", "default", "off")
 
@@ -43,6 +60,8 @@ class KVMethod:
     clip: str = "off"  # "fitted" (from the rotation file) | "default" (0.96 / 0.92) | "off"
     scale_dtype: str = "float16"
     levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
+    center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
+    page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
 
     def __post_init__(self):
         check_method_fields(self)
@@ -51,8 +70,30 @@ class KVMethod:
     def quantized(self) -> bool:
         return self.bits is not None
 
-    def with_windows(self, sink: int, recent: int) -> "KVMethod":
-        return replace(self, sink=sink, recent=recent)
+    # --------------------------------------------------------------- the window rule
+    @property
+    def demotion_unit(self) -> int:
+        """Tokens demoted together: the page B, or for KIVI its whole key block (``page`` is unused there)."""
+        return self.group_size if self.key_axis == "channel" else self.page
+
+    def int2_len(self, t):
+        """THE window rule: how many tokens a sequence of ``t`` tokens holds quantized, as the tokens
+        [sink, sink + int2_len(t)). ``t`` is an int or an integer tensor (then elementwise)."""
+        if not self.quantized:
+            return torch.zeros_like(t) if torch.is_tensor(t) else 0
+        u, over = self.demotion_unit, t - self.sink - self.recent
+        if torch.is_tensor(over):
+            return torch.clamp(over, min=0) // u * u
+        return max(0, over) // u * u
+
+    def held_quantized(self, j, t) -> torch.Tensor:
+        """Bool (broadcast of j and t): is token j held quantized when the sequence holds t tokens?
+        j and t count a row's own tokens (after its left padding)."""
+        j, t = torch.as_tensor(j), torch.as_tensor(t)
+        return (j >= self.sink) & (j < self.sink + self.int2_len(t))
+
+    def with_windows(self, sink: int, recent: int, page: int | None = None) -> "KVMethod":
+        return replace(self, sink=sink, recent=recent, page=self.page if page is None else page)
 
     # --------------------------------------------------------------- accounting
     def scale_bits(self) -> int:
@@ -60,19 +101,14 @@ class KVMethod:
 
     def quantized_tokens(self, context: int) -> int:
         """Tokens held quantized when the cache holds exactly ``context`` tokens."""
-        if not self.quantized:
-            return 0
-        n = max(0, context - self.sink - self.recent)
-        if self.key_axis == "channel":
-            n -= n % self.group_size  # KIVI quantizes whole blocks only
-        return n
+        return self.int2_len(context)
 
     def mean_quantized_tokens(self, context: int) -> float:
-        """Like ``quantized_tokens`` but, for KIVI, averaged over decode steps: its incomplete key block
-        (0 .. G-1 tokens) stays in full precision, (G - 1) / 2 on average. At a multiple of G the exact
-        count would show no residual at all, which flatters KIVI's bits."""
-        if self.key_axis == "channel" and self.quantized:
-            return max(0.0, context - self.sink - self.recent - (self.group_size - 1) / 2)
+        """Like ``quantized_tokens`` but averaged over decode steps: the incomplete demotion page (KIVI:
+        key block) of 0 .. B-1 tokens stays in full precision, (B - 1) / 2 on average. At a multiple of
+        B the exact count would show no partial page at all, which flatters the bits."""
+        if self.quantized and self.demotion_unit > 1:
+            return max(0.0, context - self.sink - self.recent - (self.demotion_unit - 1) / 2)
         return float(self.quantized_tokens(context))
 
     def bits_per_element(self, context: int, head_dim: int) -> float:
@@ -90,6 +126,11 @@ class KVMethod:
     def layer_plan(self, layer: int, head_dim: int, rotations: RotationSet | None = None) -> "LayerPlan":
         if not self.quantized:
             return LayerPlan(None, None, None, None, self.key_axis)
+        if self.center == "on" and (rotations is None or rotations.k_mean is None):
+            raise InputError(
+                f"method {self.name!r} centers K/V and needs a rotation file with calibrated means "
+                "(format 2); create it with `oscar-kv calibrate --plus` and pass --rotations ROT"
+            )
         if self.rotation == "calibrated" and rotations is None:
             raise InputError(
                 f"method {self.name!r} needs calibrated rotations; create them with "
@@ -124,7 +165,34 @@ class KVMethod:
             rk = rv = hadamard(head_dim, torch.float32)[None]
         else:
             rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
-        return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis)
+        kq = rotations.query_rotation(layer) if self.rotation == "calibrated" else None
+        k_mean = v_mean = None
+        if self.center != "off" and rotations is not None and rotations.k_mean is not None:
+            k_mean, v_mean = rotations.mean("k", layer), rotations.mean("v", layer)
+        return LayerPlan(k_cfg, v_cfg, rk, rv, self.key_axis, k_mean, v_mean, kq)
+
+
+@dataclass
+class LayerPlan:
+    """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None."""
+
+    k_cfg: QuantConfig | None
+    v_cfg: QuantConfig | None
+    k_rot: torch.Tensor | None
+    v_rot: torch.Tensor | None
+    key_axis: str = "token"
+    k_mean: torch.Tensor | None = None  # [H_kv or 1, d]: keys stored as (k - k_mean) @ k_rot
+    v_mean: torch.Tensor | None = None  # values stored as (v - v_mean) @ v_rot; output + v_mean
+    k_qrot: torch.Tensor | None = None  # queries' transform M^-T when k_rot = M is not orthogonal
+
+    @property
+    def k_query_rot(self) -> torch.Tensor | None:
+        """What queries are multiplied by (and stored keys read back through: x @ Q^T = x @ M^-1)."""
+        return self.k_rot if self.k_qrot is None else self.k_qrot
+
+    @property
+    def centered(self) -> bool:
+        return self.k_mean is not None
 
 
 LEVELS = ("uniform", "lloyd-max")
@@ -147,23 +215,14 @@ def check_method_fields(m: KVMethod) -> None:
         bad("clip", m.clip, CLIP_MODES)
     if m.levels not in LEVELS:
         bad("levels", m.levels, LEVELS)
-    for name in ("sink", "recent", "group_size"):
-        v = getattr(m, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "group_size" else 0):
-            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {1 if name == 'group_size' else 0}, got {v!r}")
+    if getattr(m, "center", "off") not in CENTER_MODES:
+        bad("center", m.center, CENTER_MODES)
+    for name, lo in (("sink", 0), ("recent", 0), ("group_size", 1), ("page", 1)):
+        v = getattr(m, name, lo)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {lo}, got {v!r}")
     if m.scale_dtype not in ("float16", "bfloat16", "float32"):
         bad("scale_dtype", m.scale_dtype, ("float16", "bfloat16", "float32"))
-
-
-@dataclass
-class LayerPlan:
-    """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None."""
-
-    k_cfg: QuantConfig | None
-    v_cfg: QuantConfig | None
-    k_rot: torch.Tensor | None
-    v_rot: torch.Tensor | None
-    key_axis: str = "token"
 
 
 def make_method(
@@ -174,28 +233,53 @@ def make_method(
     scale_dtype: str = "float16",
     clip: str | None = None,
     levels: str = "uniform",
+    page: int = 16,
+    center: str | None = None,
 ) -> KVMethod:
-    """A method by name (see ``METHOD_NAMES``) with shared window/group settings."""
+    """A method by name (see ``METHOD_NAMES``, optionally + "+center" / "+nocenter") with shared
+    window/group settings; ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if sink < 0 or recent < 0:
         raise InputError("sink and recent must be >= 0")
-    if levels not in LEVELS:
-        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        raise InputError(f"page (tokens demoted together) must be an int >= 1, got {page!r}")
     if clip is not None and clip not in CLIP_MODES:
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
-    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype)
+    if levels not in LEVELS:
+        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
+    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
+    label = name
+    for suffix, mode in (("+center", "on"), ("+nocenter", "off")):
+        if name.endswith(suffix):
+            name, center = name[: -len(suffix)], mode
+    if center is not None and center not in CENTER_MODES:
+        raise InputError(f"center must be one of {CENTER_MODES}, got {center!r}")
+    if center is not None and name in ("bf16", "kivi") and center != "off":
+        raise InputError(f"method {name!r} does not support centering")
+    m = _make(name, clip, levels, center, base)
+    return m if label == m.name else replace(m, name=label)
+
+
+def _make(name, clip, levels, center, base) -> KVMethod:
     if name == "bf16":
         return KVMethod("bf16", bits=None, **base)
     if name == "naive":
-        return KVMethod("naive", clip=clip or "off", **base)
+        return KVMethod("naive", clip=clip or "off", center=center or "off", **base)
     if name == "hadamard":
-        return KVMethod("hadamard", rotation="hadamard", clip=clip or "off", **base)
+        return KVMethod("hadamard", rotation="hadamard", clip=clip or "off", center=center or "auto", **base)
     if name == "kivi":
         return KVMethod("kivi", key_axis="channel", **base)
     if name == "int4":
-        return KVMethod("int4", bits=4, rotation="hadamard", clip=clip or "off", **base)
+        return KVMethod("int4", bits=4, rotation="hadamard", clip=clip or "off", center=center or "auto", **base)
     if name == "oscar":
-        return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, **base)
+        return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, center=center or "off", **base)
+    if name == "oscar-plus":
+        return KVMethod("oscar-plus", rotation="calibrated", clip=clip or "fitted", levels=PLUS_LEVELS,
+                        center=center or "on", **base)
     raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+
+
+PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
+PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
@@ -219,15 +303,19 @@ def unrotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
     return torch.matmul(x, r.to(x.dtype).transpose(-1, -2))
 
 
-def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None):
-    """Token-wise: rotate then quantize rows of x [B, H, T, d]. Returns packed rows (rotated basis)."""
-    return quantize(rotate(x.float(), r), cfg)
+def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, mean: torch.Tensor | None = None):
+    """Token-wise: (center,) rotate, then quantize rows of x [B, H, T, d]. Returns packed rows of
+    (x - mean) @ R (rotated, centered basis)."""
+    return quantize(rotate(center(x.float(), mean), r), cfg)
 
 
-def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False):
-    """quantize_rows -> dequantize; back in the original basis unless ``rotated_out``."""
-    xh = dequantize(quantize_rows(x, cfg, r), cfg)
-    return (xh if rotated_out else unrotate(xh, r)).to(x.dtype)
+def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False,
+                    mean: torch.Tensor | None = None, r_query: torch.Tensor | None = None):
+    """quantize_rows -> dequantize; back in the original basis (mean added back) unless ``rotated_out``
+    (then the rows stay rotated *and* centered, as the cache stores them). ``r_query``: M^-T when the
+    transform r = M is not orthogonal (reading back is x @ M^-1 = x @ r_query^T)."""
+    xh = dequantize(quantize_rows(x, cfg, r, mean), cfg)
+    return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)
 
 
 def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):

@@ -60,7 +60,7 @@ def test_failed_update_leaves_length(method):
     rot = good_rotations() if method == "oscar" else None
     g = 4 if method == "kivi" else 32
     t = 6  # kivi demotes whole 4-token key blocks
-    c = OscarCache(cfg, method, rotations=rot, sink=0, recent=2, group_size=g)
+    c = OscarCache(cfg, method, rotations=rot, sink=0, recent=2, group_size=g, page=1)
     k = torch.randn(1, 2, t, 32)
     v = torch.randn(1, 2, t, 32)
     bad = k.clone()
@@ -75,7 +75,7 @@ def test_failed_update_leaves_length(method):
     assert ko.shape[2] == t and c.get_seq_length(0) == t
     c.update(k[:, :, :1], v[:, :, :1], 0)
     assert c.get_seq_length(0) == t + 1
-    c2 = OscarCache(cfg, method, rotations=rot, sink=0, recent=2, group_size=g)
+    c2 = OscarCache(cfg, method, rotations=rot, sink=0, recent=2, group_size=g, page=1)
     c2.update(k, v, 0)
     c2.update(k[:, :, :1], v[:, :, :1], 0)
     assert c2.layers[0].segments() == c.layers[0].segments()

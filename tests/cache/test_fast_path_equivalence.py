@@ -11,17 +11,6 @@ from oscarkv.methods import dequantize_key_blocks, fake_quant_rows, make_method,
 REF = "oscarkv_test_reference"
 
 
-def held_quantized(method, j, n):
-    """The class docstring's rule: is token j held quantized when the cache holds n tokens?"""
-    s, w, g = method.sink, method.recent, method.group_size
-    if not method.quantized:
-        return torch.zeros_like(j + n, dtype=torch.bool)
-    if method.key_axis == "channel":
-        nq = torch.clamp(n - w - s, min=0) // g * g
-        return (j >= s) & (j < s + nq)
-    return (j >= s) & (j < n - w)
-
-
 def fake_quant_all(method, plan, k, v):
     """Every token's fake-quantized K/V (what it looks like once demoted), original basis."""
     vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot)
@@ -37,7 +26,7 @@ def fake_quant_all(method, plan, k, v):
 
 def reference_logits(model, ids, method, rotations, chunks):
     """Full forward; query i (in update chunk [a, e)) sees token j fake-quantized iff j < a and
-    held_quantized(j, e): older tokens as held after the update, same-chunk tokens raw."""
+    method.held_quantized(j, e): older tokens as held after the update, same-chunk tokens raw."""
     d = model.config.head_dim
     plans = [method.layer_plan(i, d, rotations) for i in range(model.config.num_hidden_layers)]
     n = ids.shape[1]
@@ -46,7 +35,7 @@ def reference_logits(model, ids, method, rotations, chunks):
     for a, e in chunks:
         start[a:e], end[a:e] = a, e
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
-    use_q = (j < start[:, None]) & held_quantized(method, j, end[:, None])
+    use_q = (j < start[:, None]) & method.held_quantized(j, end[:, None])
 
     def attention(module, q, k, v, mask, scaling, **kw):
         groups = q.shape[1] // k.shape[1]
@@ -82,19 +71,21 @@ def decode_chunks(prefill, n, extra=()):
 
 
 @pytest.mark.parametrize(
-    "name,sink,recent,group",
+    "name,sink,recent,group,page",
     [
-        ("naive", 3, 5, 8),
-        ("hadamard", 3, 5, 32),
-        ("int4", 2, 4, 16),
-        ("oscar", 3, 5, 32),
-        ("kivi", 3, 5, 8),
-        ("naive", 0, 0, 32),  # pure INT2: even the previous token is quantized
-        ("kivi", 0, 0, 4),
+        ("naive", 3, 5, 8, 1),
+        ("naive", 3, 5, 8, 4),  # page-wise demotion: the recent window floats in [5, 8]
+        ("hadamard", 3, 5, 32, 1),
+        ("int4", 2, 4, 16, 3),
+        ("oscar", 3, 5, 32, 1),
+        ("oscar", 4, 8, 32, 4),
+        ("kivi", 3, 5, 8, 16),  # page is unused by KIVI (its key block is its unit)
+        ("naive", 0, 0, 32, 1),  # pure INT2: even the previous token is quantized
+        ("kivi", 0, 0, 4, 16),
     ],
 )
-def test_decode_matches_fake_quant_reference(model, rotations, name, sink, recent, group):
-    method = make_method(name, sink=sink, recent=recent, group_size=group)
+def test_decode_matches_fake_quant_reference(model, rotations, name, sink, recent, group, page):
+    method = make_method(name, sink=sink, recent=recent, group_size=group, page=page)
     rot = rotations if name == "oscar" else None
     ids = torch.randint(1, 100, (1, 36), generator=torch.Generator().manual_seed(1))
     chunks = decode_chunks(10, 36, extra=(6,))  # a multi-token chunk after the prefill too

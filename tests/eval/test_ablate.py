@@ -123,3 +123,13 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
     assert "### clipping" in (tmp_path / "summary.md").read_text()
     with pytest.raises(ValueError, match="unknown ablation"):
         ablate.run_ablations(SimpleNamespace(**{**vars(args), "what": "nope"}))
+
+
+def test_centering_ablation_builds_every_variant_from_one_pass(ab, tmp_path):
+    res = run_one(ab, "centering")
+    _check(res, 9)
+    assert {r["series"] for r in res["rows"]} == {"centered", "not centered"}
+    # one streaming pass (per calibration text and size) for every rotation variant
+    built = [k for k in ab._rots if k[0] == "pydoc-calib" and k[1] == ab.calib_tokens]
+    assert len(built) >= 6 and ("stats", "pydoc-calib", ab.calib_tokens) in ab._rots
+    assert plot_ablation(res, tmp_path / "centering.png").stat().st_size > 1000

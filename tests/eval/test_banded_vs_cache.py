@@ -35,11 +35,11 @@ def decode_step_by_step(model, cache, ids, prefill=1):
 
 
 @pytest.mark.parametrize("name", ["bf16", "naive", "hadamard", "kivi", "int4", "oscar"])
-@pytest.mark.parametrize("sink,recent", [(4, 8), (0, 0), (3, 1)])
-def test_banded_equals_decoding(setup, name, sink, recent):
+@pytest.mark.parametrize("sink,recent,page", [(4, 8, 16), (0, 0, 1), (3, 1, 1), (3, 1, 4)])
+def test_banded_equals_decoding(setup, name, sink, recent, page):
     torch.set_num_threads(1)
     model, rot, ids = setup
-    method = make_method(name, sink=sink, recent=recent, group_size=16)
+    method = make_method(name, sink=sink, recent=recent, group_size=16, page=page)
     fast = banded_logits(model, ids, method, rot)
     cache = OscarCache(model.config, method, rotations=rot)
     slow = decode_step_by_step(model, cache, ids)
@@ -47,3 +47,76 @@ def test_banded_equals_decoding(setup, name, sink, recent):
     if name != "bf16":  # and quantization did change something
         ref = banded_logits(model, ids, make_method("bf16"))
         assert (fast - ref).abs().max().item() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def centered_rot(setup):
+    model, rot, ids = setup
+    g = torch.Generator().manual_seed(2)
+    lv = torch.tensor([0.0, 0.9, 2.1, 3.0]).expand(2, 4).clone()
+    return RotationSet(k_rotation=rot.k_rotation, v_rotation=rot.v_rotation, k_clip=rot.k_clip, v_clip=rot.v_clip,
+                       k_levels=lv, v_levels=lv.clone(), k_mean=5 * torch.randn(2, 2, 32, generator=g),
+                       v_mean=torch.randn(2, 2, 32, generator=g), meta={**rot.meta, "centered": True})
+
+
+@pytest.mark.parametrize("name", ["hadamard", "int4", "oscar+center", "oscar-plus"])
+@pytest.mark.parametrize("sink,recent", [(4, 8), (0, 0)])
+def test_centered_banded_equals_decoding_and_rotated_attention(setup, centered_rot, name, sink, recent):
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    torch.set_num_threads(1)
+    model, _, ids = setup
+    method = make_method(name, sink=sink, recent=recent, group_size=16)
+    assert method.layer_plan(0, 32, centered_rot).centered
+    fast = banded_logits(model, ids, method, centered_rot)
+    slow = decode_step_by_step(model, OscarCache(model.config, method, rotations=centered_rot), ids)
+    assert (fast - slow).abs().max().item() < 1e-4
+    cache = OscarCache(model.config, method, rotations=centered_rot)
+    enable_oscar_attention(model, cache)
+    try:
+        rotated = decode_step_by_step(model, cache, ids)
+    finally:
+        disable_oscar_attention(model)
+    assert (fast - rotated).abs().max().item() < 1e-4
+    # centering changed what INT2 sees
+    plain = banded_logits(model, ids, make_method(name.replace("+center", "") + ("" if "plus" in name else "+nocenter")
+                                                  if name != "oscar-plus" else "oscar", sink=sink, recent=recent,
+                                                  group_size=16), centered_rot)
+    assert (fast - plain).abs().max().item() > 1e-4
+
+
+def test_centering_with_windows_larger_than_the_sequence_is_exact(setup, centered_rot):
+    model, _, ids = setup
+    method = make_method("hadamard", sink=64, recent=64, group_size=16)
+    ref = banded_logits(model, ids, make_method("bf16"))
+    cache = OscarCache(model.config, method, rotations=centered_rot)
+    assert (decode_step_by_step(model, cache, ids) - ref).abs().max().item() < 1e-4
+
+
+def test_key_scaled_transform_banded_equals_decoding(setup, centered_rot):
+    """A non-orthogonal key transform M = S.R (per-channel key rescale) with queries through S^-1.R."""
+    from dataclasses import replace as dc_replace
+
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    torch.set_num_threads(1)
+    model, _, ids = setup
+    g = torch.Generator().manual_seed(4)
+    s = torch.diag_embed(torch.exp(0.5 * torch.randn(2, 1, 32, generator=g)))
+    rs = dc_replace(centered_rot, k_rotation=s @ centered_rot.k_rotation,
+                    k_query_rotation=torch.linalg.inv(s) @ centered_rot.k_rotation)
+    method = make_method("oscar-plus", sink=4, recent=8, group_size=16)
+    fast = banded_logits(model, ids, method, rs)
+    slow = decode_step_by_step(model, OscarCache(model.config, method, rotations=rs), ids)
+    assert (fast - slow).abs().max().item() < 1e-4
+    cache = OscarCache(model.config, method, rotations=rs)
+    enable_oscar_attention(model, cache)
+    try:
+        rotated = decode_step_by_step(model, cache, ids)
+    finally:
+        disable_oscar_attention(model)
+    assert (fast - rotated).abs().max().item() < 1e-4
+    # with windows covering everything the transform is exact
+    wide = make_method("oscar-plus", sink=64, recent=64, group_size=16)
+    ref = banded_logits(model, ids, make_method("bf16"))
+    assert (banded_logits(model, ids, wide, rs) - ref).abs().max().item() < 1e-4

@@ -5,13 +5,15 @@
     KiviLayer            kivi: keys per channel over blocks of ``group_size`` tokens, values per token
 
 The two quantized kinds share ``MixedWindowLayer``: a model-dtype sink, a packed history and a
-model-dtype tail (recent window, plus KIVI's incomplete block). All three segments hold *rotated*
+model-dtype tail (recent window plus the partial demotion page / KIVI's incomplete key block). All three segments hold *rotated*
 rows (x @ R_K, v @ R_V), as in the spec (section 4), so one rotated query serves every segment.
+With a centered plan (``plan.k_mean``) every segment holds (x - mean) @ R (rotation/centering.py):
+exact, since the key shift is common to all keys and the value mean is added back on read.
 
 ``update(k, v)`` contract (shared by all kinds):
   * k, v: [B, H_kv, T, d] in the model's basis (post-RoPE keys).
-  * The T new tokens are stored (sink first, then tail; tail overflow beyond ``recent`` is demoted
-    to the packed history) *before* anything is returned, so the returned old content already
+  * The T new tokens are stored (sink first, then tail; whole pages of the tail that the window rule
+    ``KVMethod.int2_len`` quantizes are demoted to the packed history) *before* anything is returned, so the returned old content already
     reflects the demotions caused by this call.
   * Returns ``cat(stored view of the tokens held before this call, the T new tokens unquantized)``
     along the token axis: in the original basis by default, in the rotated basis when
@@ -24,6 +26,7 @@ import torch
 from transformers.cache_utils import CacheLayerMixin
 
 from ..methods import (
+    KVMethod,
     LayerPlan,
     dequantize_key_blocks,
     quantize_key_blocks,
@@ -32,6 +35,7 @@ from ..methods import (
     unrotate,
 )
 from ..quant import dequantize
+from ..rotation.centering import center, uncenter
 from .store import RowStore
 from ..errors import InputError, UnsupportedError
 
@@ -118,21 +122,23 @@ class FullPrecisionLayer(_BatchOpsMixin, CacheLayerMixin):
 class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
     """sink | packed history | tail, all in the rotated basis. Subclasses say how history is packed.
 
-    Token (slot) j of a cache holding n tokens is held quantized iff ``sink + pad_b <= j`` and
-    ``j < n - recent`` (KIVI: and its whole block of ``unit`` tokens, aligned at the end of the sink
-    region, is below ``n - recent``). Left padding: the sink region holds the first ``sink + max_pad``
-    slots of every row; slots in it that are past row b's own sink (``j >= pad_b + sink``) are
-    quantized then dequantized in place when they leave the recent window, so each row sees exactly
-    what it would see alone.
+    Which tokens are quantized comes from the method's window rule (``KVMethod.int2_len``, TEAM
+    decision 1), applied to each row in its own positions: row b with ``pad_b`` left-padding slots
+    holds slot j quantized iff ``pad_b + sink <= j < pad_b + sink + int2_len(n - pad_b)`` (``hi_b``).
+    Storage is shared by the batch: the sink region holds the first ``sink + max_pad`` slots, the
+    packed history the slots below ``min_b hi_b`` past the sink region, the tail the rest. Slots a row
+    must read quantized that the shared storage keeps exact (sink-region slots past the row's own sink;
+    with a page B > 1 and unequal padding, up to B - 1 tail slots) are read quantize-dequantized, which
+    gives the same values the history would hold, so each row sees exactly what it would see alone.
     """
 
     is_sliding = False
     supports_early_init = False
-    unit = 1  # tokens demoted together (KIVI: one key block)
 
-    def __init__(self, plan: LayerPlan, sink: int, recent: int):
+    def __init__(self, plan: LayerPlan, method: KVMethod):
         super().__init__()
-        self.plan, self.sink, self.recent = plan, sink, recent
+        self.plan, self.method = plan, method
+        self.sink, self.recent = method.sink, method.recent
         self.rotated_outputs = False
         self.fresh = False
         self.pad: torch.Tensor | None = None  # [B] left-pad counts; None = no padding
@@ -148,10 +154,14 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
             raise InputError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {self.batch_size}")
         self.pad = self.pad.to(self.device)
         self.sink_cap = self.sink + int(self.pad.max())
-        # slots below sink + min(pad) are every row's own sink: never quantized
-        self._sink_checked = self.sink + int(self.pad.min())
+        # per row: sink-region slots below this are already as the row must read them
+        self._sink_done = self.pad + self.sink
         self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
         self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        self.k_mean = None if self.plan.k_mean is None else self.plan.k_mean.to(self.device)
+        # reading keys back: x @ M^-1 = x @ (M^-T)^T (== k_rot^T when the key transform is orthogonal)
+        self.k_unrot = None if self.plan.k_query_rot is None else self.plan.k_query_rot.to(self.device)
+        self.v_mean = None if self.plan.v_mean is None else self.plan.v_mean.to(self.device)
         empty_k, empty_v = key_states[:, :, :0], value_states[:, :, :0]
         self.sink_k, self.sink_v, self.tail_k, self.tail_v = empty_k, empty_v, empty_k, empty_v
         self.hist_k, self.hist_v = RowStore(), RowStore()
@@ -162,19 +172,24 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n_old = self.n
-        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        kr = rotate(center(key_states, self.k_mean), self.k_rot)
+        vr = rotate(center(value_states, self.v_mean), self.v_rot)
         self._append(kr, vr)
         self.fresh = self.rotated_outputs
         if n_old == 0:  # prefill into an empty cache: nothing older to show
             return (kr, vr) if self.rotated_outputs else (key_states, value_states)
         old_k, old_v = self._stored(n_old)
-        if self.rotated_outputs:
+        if self.rotated_outputs:  # rotated *and* centered: the attention adds rotated_mean(v_mean) back
             return torch.cat([old_k, kr], dim=-2), torch.cat([old_v, vr], dim=-2)
         # the new tokens are returned exactly as given (not rotated back and forth)
         return (
-            torch.cat([unrotate(old_k, self.k_rot), key_states], dim=-2),
-            torch.cat([unrotate(old_v, self.v_rot), value_states], dim=-2),
+            torch.cat([uncenter(unrotate(old_k, self.k_unrot), self.k_mean), key_states], dim=-2),
+            torch.cat([uncenter(unrotate(old_v, self.v_rot), self.v_mean), value_states], dim=-2),
         )
+
+    def _quantized_end(self) -> torch.Tensor:
+        """[B] slot where each row's quantized tokens end (``hi_b`` of the class docstring)."""
+        return self.pad + self.sink + self.method.int2_len(self.n - self.pad)
 
     def _append(self, kr, vr) -> None:
         take = max(0, min(kr.shape[2], self.sink_cap - self.sink_k.shape[2]))
@@ -184,35 +199,55 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.tail_k = torch.cat([self.tail_k, kr[:, :, take:]], dim=-2)
         self.tail_v = torch.cat([self.tail_v, vr[:, :, take:]], dim=-2)
         self.n += kr.shape[2]
-        # Departure from the spec (section 4): SGLang demotes in pages of 8 tokens, so its recent window
-        # floats in [W, W + 7]. We demote as soon as a token leaves the window (KIVI: a whole key
-        # block), so the held state is a function of n alone, which the evaluation fast path relies on.
-        excess = self.tail_k.shape[2] - self.recent
-        m = (excess // self.unit) * self.unit if excess > 0 else 0
-        if m:  # demote the m oldest tail tokens
+        # Demotion follows the window rule with page B (spec section 4 demotes pages of 8 tokens; we
+        # use B = 16 = the GPU block size by default, B = 1 demotes each token as it leaves the window).
+        hi = self._quantized_end()
+        m = max(0, int(hi.min()) - self.sink_cap - self.history_length())
+        if m:  # demote the m oldest tail tokens (every row reads them quantized)
             self._push_history(self.tail_k[:, :, :m], self.tail_v[:, :, :m])
             self.tail_k, self.tail_v = self.tail_k[:, :, m:], self.tail_v[:, :, m:]
-        self._quantize_sink_overflow()
+        self._quantize_sink_overflow(hi)
 
-    def _quantize_sink_overflow(self) -> None:
-        """Fake-quantize sink-region slots past a row's own sink once they leave the recent window."""
-        limit = min(self.sink_k.shape[2], self.n - self.recent)
-        lo = self._sink_checked
-        if limit <= lo:
+    def _fake_quant(self, seg_k, seg_v):
+        fk = dequantize(quantize_rows(seg_k, self.plan.k_cfg, None), self.plan.k_cfg, dtype=seg_k.dtype)
+        fv = dequantize(quantize_rows(seg_v, self.plan.v_cfg, None), self.plan.v_cfg, dtype=seg_v.dtype)
+        return fk, fv
+
+    def _quantize_sink_overflow(self, hi: torch.Tensor) -> None:
+        """Quantize-dequantize in place the sink-region slots past a row's own sink that the rule
+        quantizes (only with left padding: the sink region is ``sink + max_pad`` slots)."""
+        done = self._sink_done
+        new = torch.clamp(hi, max=self.sink_k.shape[2])
+        lo, up = int(done.min()), int(new.max())
+        if up <= lo:
             return
-        j = torch.arange(lo, limit, device=self.device)
-        need = (j[None, :] >= self.pad[:, None] + self.sink)[:, None, :, None]  # [B, 1, m, 1]
-        for name, cfg in (("sink_k", self.plan.k_cfg), ("sink_v", self.plan.v_cfg)):
-            seg = getattr(self, name)[:, :, lo:limit]
-            fq = dequantize(quantize_rows(seg, cfg, None), cfg, dtype=seg.dtype)
-            getattr(self, name)[:, :, lo:limit] = torch.where(need, fq, seg)
-        self._sink_checked = limit
+        j = torch.arange(lo, up, device=self.device)
+        need = ((j[None, :] >= done[:, None]) & (j[None, :] < new[:, None]))[:, None, :, None]  # [B, 1, m, 1]
+        fk, fv = self._fake_quant(self.sink_k[:, :, lo:up], self.sink_v[:, :, lo:up])
+        self.sink_k[:, :, lo:up] = torch.where(need, fk, self.sink_k[:, :, lo:up])
+        self.sink_v[:, :, lo:up] = torch.where(need, fv, self.sink_v[:, :, lo:up])
+        self._sink_done = torch.maximum(done, new)
+
+    def _tail_view(self):
+        """The tail as rows read it: with a page B > 1 and unequal padding a row's quantized tokens may
+        reach up to B - 1 slots into the shared tail; those are read quantize-dequantized."""
+        start = self.sink_cap + self.history_length()
+        extra = torch.clamp(self._quantized_end() - start, min=0)
+        e = min(int(extra.max()), self.tail_k.shape[2])
+        if e <= 0:
+            return self.tail_k, self.tail_v
+        need = (torch.arange(e, device=self.device)[None, :] < extra[:, None])[:, None, :, None]
+        fk, fv = self._fake_quant(self.tail_k[:, :, :e], self.tail_v[:, :, :e])
+        k = torch.cat([torch.where(need, fk, self.tail_k[:, :, :e]), self.tail_k[:, :, e:]], dim=-2)
+        v = torch.cat([torch.where(need, fv, self.tail_v[:, :, :e]), self.tail_v[:, :, e:]], dim=-2)
+        return k, v
 
     def _stored(self, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The first ``upto`` tokens as held (history dequantized), rotated basis, model dtype."""
         hk, hv = self._history()
-        k = torch.cat([t for t in (self.sink_k, hk, self.tail_k) if t is not None], dim=-2)
-        v = torch.cat([t for t in (self.sink_v, hv, self.tail_v) if t is not None], dim=-2)
+        tk, tv = self._tail_view()
+        k = torch.cat([t for t in (self.sink_k, hk, tk) if t is not None], dim=-2)
+        v = torch.cat([t for t in (self.sink_v, hv, tv) if t is not None], dim=-2)
         return k[:, :, :upto], v[:, :, :upto]
 
     # ------------------------------------------------------------------ per kind
@@ -243,7 +278,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.is_initialized = False
 
     def _map_batch(self, fn) -> None:
-        for name in ("sink_k", "sink_v", "tail_k", "tail_v", "pad"):
+        for name in ("sink_k", "sink_v", "tail_k", "tail_v", "pad", "_sink_done"):
             setattr(self, name, fn(getattr(self, name)))
         self.hist_k.map_batch(fn)
         self.hist_v.map_batch(fn)
@@ -258,7 +293,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         return {
             "sink": self.sink_k.shape[2],
             "quantized": self.history_length(),
-            "residual": tail - recent,  # KIVI's incomplete key block, 0 for token-wise methods
+            "residual": tail - recent,  # the partial demotion page (KIVI: incomplete key block), 0 .. B-1
             "recent": recent,
             "total": self.n,
         }
@@ -296,13 +331,9 @@ class KiviLayer(MixedWindowLayer):
     the tokens of the incomplete block stay in the full-precision tail as KIVI's residual. Values:
     per token, demoted together with their keys (simpler than KIVI's separate value residual)."""
 
-    def __init__(self, plan: LayerPlan, sink: int, recent: int):
-        super().__init__(plan, sink, recent)
-        self.unit = plan.k_cfg.group_size
-
     def lazy_initialization(self, key_states, value_states) -> None:
         super().lazy_initialization(key_states, value_states)
-        if self.sink_cap != self._sink_checked:
+        if int(self.pad.max()) != int(self.pad.min()):
             # per-row block alignment would need per-row key blocks; equal padding is fine
             raise UnsupportedError("kivi does not support rows with different left padding; use batch size 1 or equal-length prompts")
 

@@ -7,27 +7,16 @@ import os
 import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
+from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, make_method
 from ..validation import check_update_args, resolve_method, resolve_rotations, restore_layer, snapshot_layer
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
-from ..errors import InputError, UnsupportedError
+from .paged import PagedLayer, PagedState, paged_support
+
+BACKENDS = ("auto", "reference", "paged")
 
 OUTPUT_BASES = ("original", "rotated")
-
-
-def held_quantized(method: KVMethod, j, n):
-    """Is token j held quantized when the cache holds n tokens? (ints or broadcasting tensors; j and n
-    in a row's own positions, i.e. after its left padding). The rule of ``OscarCache``'s docstring,
-    for evaluation fast paths that fake-quantize instead of running the cache."""
-    j, n = torch.as_tensor(j), torch.as_tensor(n)
-    if not method.quantized:
-        return torch.zeros(torch.broadcast_shapes(j.shape, n.shape), dtype=torch.bool)
-    s, w = method.sink, method.recent
-    if method.key_axis == "channel":  # whole KIVI blocks aligned at the sink
-        g = method.group_size
-        return (j >= s) & (j < s + torch.clamp(n - w - s, min=0) // g * g)
-    return (j >= s) & (j < n - w)
 
 
 class OscarCache(Cache):
@@ -38,27 +27,37 @@ class OscarCache(Cache):
     Exact semantics (the evaluation fast path relies on them):
 
     * Held state. When a layer holds n tokens after an update (the tokens just added included),
-      token j is held quantized iff ``sink <= j < n - recent`` (token-wise methods: naive,
-      hadamard, int4, oscar). Otherwise it is held exactly (rotated, model dtype; rotating and
-      un-rotating costs float rounding only). ``bf16`` never quantizes. ``kivi``: token j is held
-      quantized iff ``sink <= j < sink + G * floor((n - recent - sink) / G)`` (G = group_size), i.e.
-      only whole key blocks, aligned at position ``sink``, that lie entirely outside the recent window.
+      token j is held quantized iff ``method.held_quantized(j, n)``, i.e.
+      ``sink <= j < sink + B * floor(max(0, n - sink - recent) / B)`` with B the demotion page
+      (``page``, default 16; KIVI: its key block ``group_size``). Otherwise it is held exactly
+      (rotated, model dtype; rotating and un-rotating costs float rounding only). ``bf16`` never
+      quantizes. ``page=1`` demotes every token as soon as it leaves the recent window.
     * Token-local. A token's quantized value depends only on that token's K/V row (KIVI keys: on its
       block), never on when it was demoted or on other rows of the batch.
     * Returned states. ``update(k, v)`` with T new tokens returns (old, new) concatenated along the
       token axis: the n - T previously held tokens *as held after this update's demotions*, then
       the T new tokens unquantized (transformers' convention and spec section 5.4: within one call,
       tokens attend to each other at full precision). Hence in step-by-step decoding the query at
-      position i sees token j quantized iff ``sink <= j <= i - recent`` for recent >= 1; with
-      ``recent == 0`` the query still sees its own token unquantized (j < i), a departure from the
-      held rule that only the current token gets.
+      position i sees token j quantized iff ``held_quantized(j, i + 1) and j < i``: with
+      ``recent == 0, page == 1`` the query still sees its own token unquantized, a departure from
+      the held rule that only the current token gets.
     * Basis. By default (``output_basis == "original"``) keys/values are returned in the model's
       basis, so any attention implementation works. ``enable_oscar_attention`` switches the cache to
       ``"rotated"``: returned K/V stay rotated and the registered attention function rotates q by R_K
       and the output back by R_V^T (or R_V^T is absorbed into o_proj).
-    * Left padding. Call ``set_padding(attention_mask)`` before the first forward (or install
-      ``oscarkv.integrations.transformers.track_padding(model)``): row b's sink is then its first
-      ``sink`` *real* tokens and all the rules above apply to each row in its own positions.
+    * Left padding. The attention mask of the first forward tells the cache each row's padding
+      (``set_padding``; oscar-kv's hook and attention function call it, see
+      ``oscarkv.integrations.transformers``): row b's sink is then its first ``sink`` *real* tokens
+      and all the rules above apply to each row in its own positions.
+
+    * Backends. ``backend="reference"`` keeps the layers above (any device, any attention).
+      ``backend="paged"`` stores K/V in the paged INT2 pools of ``oscarkv.kernels`` and attends with
+      the kernels (``oscarkv.cache.paged``; needs ``enable_oscar_attention``). ``"auto"`` (default)
+      picks "paged" when ``enable_oscar_attention`` is called with a CUDA model and the method is one
+      the kernels run (token-wise INT2, windows multiples of 16), else "reference". ``max_tokens``:
+      the paged pools' capacity per row (default: prompt + 4096), ``kernel_backend``: "auto" (Triton on
+      CUDA, torch reference on CPU), "torch" or "triton". The paged pool's demotion page is the
+      kernels' (today's kernels: B = 1); the cache's method takes that page when it switches.
 
     ``nbytes()`` reports the bytes actually held per segment; ``bits_per_element()`` the average
     stored bits per K/V element (windows count at the model dtype's width, e.g. 32 on CPU float32).
@@ -75,11 +74,20 @@ class OscarCache(Cache):
         scale_dtype: str | None = None,
         clip: str | None = None,
         levels: str | None = None,
+        page: int | None = None,
+        backend: str = "auto",
+        max_tokens: int | None = None,
+        kernel_backend: str = "auto",
     ):
-        # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels) come from
-        # make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too.
+        if backend not in BACKENDS:
+            raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels, page 16) come
+        # from make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too
+        # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.
         method = resolve_method(method, sink=sink, recent=recent, group_size=group_size,
-                                scale_dtype=scale_dtype, clip=clip, levels=levels)
+                                scale_dtype=scale_dtype, clip=clip, levels=levels, page=page)
         rotations = resolve_rotations(rotations, config)
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)
@@ -100,19 +108,13 @@ class OscarCache(Cache):
         layers = [self._make_layer(method, i, fp["head_dim"], rotations) for i in range(fp["num_layers"])]
         super().__init__(layers=layers)
         self._output_basis = "original"
-
-    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        """transformers' ``Cache.update``, all-or-nothing per layer: when the layer's update raises (e.g.
-        non-finite K/V reaching the quantizer), the layer is left as it was before the call, so its
-        length is not advanced and the same call can be retried or the cache used further."""
-        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
-        layer = self.layers[layer_idx]
-        snap = snapshot_layer(layer)
-        try:
-            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
-        except BaseException:
-            restore_layer(layer, snap)
-            raise
+        self.backend, self.max_tokens, self.kernel_backend = backend, max_tokens, kernel_backend
+        self.paged: PagedState | None = None
+        if backend == "paged":
+            self.use_paged()
+        # Left padding of the batch, from an attention mask: None = not known yet. A batch of more than
+        # one row is refused while it is unknown (a padded row would silently see other tokens).
+        self._padding_known = False
 
     @staticmethod
     def _make_layer(method: KVMethod, idx: int, head_dim: int, rotations):
@@ -120,7 +122,42 @@ class OscarCache(Cache):
             return FullPrecisionLayer()
         plan = method.layer_plan(idx, head_dim, rotations)
         cls = KiviLayer if plan.key_axis == "channel" else TokenwiseLayer
-        return cls(plan, method.sink, method.recent)
+        return cls(plan, method)
+
+    # ------------------------------------------------------------------ backends
+    def paged_unsupported(self) -> str | None:
+        """None if the paged backend can hold this cache's method; else why not (one line)."""
+        return paged_support(self.method, self.head_dim)
+
+    def use_paged(self) -> None:
+        """Switch an empty cache to the paged backend (``enable_oscar_attention`` does it on CUDA)."""
+        if self.paged is not None:
+            return
+        why = self.paged_unsupported()
+        if why:
+            raise InputError(f"the paged OscarCache cannot run this method: {why}")
+        rot = self.rotations
+        if rot is not None and any(getattr(rot, n, None) is not None for n in ("k_mean", "v_mean")):
+            # exact centering (issue 10) is not in this package version's GPU path yet
+            raise InputError("this rotation file carries K/V centering (k_mean/v_mean), which the paged GPU cache "
+                             "does not apply yet; use backend='reference' or a rotation file without centering")
+        if self.get_seq_length() > 0:
+            raise StateError("the cache already holds tokens; switch backends on an empty cache")
+        from dataclasses import replace
+
+        from ..kernels import MixedKVCache
+
+        from .paged import BLOCK_SIZE, pool_page
+
+        # the pools demote in the kernels' page: the cache's window rule follows it
+        page = pool_page(MixedKVCache(2, 2, BLOCK_SIZE, self.method.sink, self.method.recent))
+        if page != self.method.page:
+            self.method = replace(self.method, page=page)
+        plans = [layer.plan for layer in self.layers]
+        self.paged = PagedState(self.method, plans, self.num_kv_heads, self.head_dim, self.max_tokens, self.kernel_backend)
+        self.layers = [PagedLayer(self.paged, i, p) for i, p in enumerate(plans)]
+        self._output_basis = "rotated"
+        self.backend = "paged"
 
     # ------------------------------------------------------------------ modes
     @property
@@ -131,6 +168,9 @@ class OscarCache(Cache):
     def set_output_basis(self, basis: str) -> None:
         if basis not in OUTPUT_BASES:
             raise InputError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
+        if self.paged is not None:
+            if basis != "rotated":
+                return  # the paged backend works in the rotated basis only (its attention is oscar-kv's)
         # storage does not depend on the basis, so switching between forwards is safe
         self._output_basis = basis
         for layer in self.layers:
@@ -143,7 +183,14 @@ class OscarCache(Cache):
         no-ops, so a hook may call it on every forward. Only left padding is supported.
         """
         m = attention_mask
-        if m is None:
+        if m is None:  # no mask: the model attends to every token, so no padding
+            if self.get_seq_length() == 0:
+                if self.paged is not None:
+                    self.paged.pad = None
+                for layer in self.layers:
+                    if isinstance(layer, MixedWindowLayer):
+                        layer.pad = None
+                self._padding_known = True
             return
         if m.ndim != 2:
             raise InputError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
@@ -153,26 +200,64 @@ class OscarCache(Cache):
             raise InputError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
         pad = (~m).sum(dim=1).long()
         if self.get_seq_length() > 0:
-            cur = getattr(self.layers[0], "pad", None)
+            cur = self.paged.pad if self.paged is not None else getattr(self.layers[0], "pad", None)
             cur = torch.zeros_like(pad) if cur is None else cur.to(pad.device)
             if cur.shape != pad.shape or not torch.equal(cur, pad):
                 raise InputError("set_padding called on a non-empty cache with different padding; call reset() first")
             return
         if self.method.key_axis == "channel" and pad.numel() and int(pad.max()) != int(pad.min()):
             raise UnsupportedError("kivi does not support rows with different left padding")
+        if self.paged is not None:
+            self.paged.pad = pad.cpu()
         for layer in self.layers:
             if isinstance(layer, MixedWindowLayer):
                 layer.pad = pad.clone()
+        self._padding_known = True
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        """transformers' ``Cache.update``. Shapes are checked first (Python ints, no device sync). On the
+        reference backend a layer update that raises (e.g. non-finite K/V reaching the quantizer) leaves
+        the layer as it was, so its length is not advanced and the cache stays usable (issue 11)."""
+        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
+        if (not self._padding_known and self.method.quantized and key_states.shape[0] > 1
+                and self.get_seq_length(layer_idx) == 0):
+            # Issue 11 item 2: never a silently different answer for left-padded rows.
+            raise StateError(
+                f"OscarCache got a batch of {key_states.shape[0]} rows but no attention mask to find their left padding: "
+                "call oscarkv.integrations.transformers.track_padding(model) (or enable_oscar_attention) once, "
+                "or cache.set_padding(attention_mask) before the first forward"
+            )
+        if self.paged is not None:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        snap = snapshot_layer(layer)
+        try:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        except BaseException:
+            restore_layer(layer, snap)
+            raise
+
+    def reset(self) -> None:
+        super().reset()
+        self._padding_known = False
 
     # ------------------------------------------------------------------ accounting
     def segments(self, layer_idx: int = 0) -> dict:
-        """Token counts of one layer: sink, quantized, residual (KIVI), recent, total."""
+        """Token counts of one layer: sink, quantized, residual (KIVI), recent, total (paged: of row 0)."""
+        if self.paged is not None:
+            n = self.paged.mgr.length(0) if self.paged.mgr is not None else 0
+            s, q = min(n, self.method.sink), self.method.int2_len(n)
+            return {"sink": s, "quantized": q, "residual": 0, "recent": n - s - q, "total": n}
         return self.layers[layer_idx].segments()
 
     def nbytes(self, allocated: bool = False) -> dict:
         """Bytes held, summed over layers: sink, quantized (codes + scale/zero), window (tail), total.
         ``allocated=True`` counts the history buffers' spare capacity too."""
         out = {"sink": 0, "quantized": 0, "window": 0}
+        if self.paged is not None:  # pools are preallocated: report what is allocated
+            out["allocated_pools"] = self.paged.nbytes() if self.paged.mgr is not None else 0
+            out["total"] = out["allocated_pools"]
+            return out
         for layer in self.layers:
             for k, v in layer.nbytes(allocated).items():
                 out[k] += v
@@ -190,6 +275,6 @@ class OscarCache(Cache):
     def __repr__(self) -> str:
         m = self.method
         return (
-            f"OscarCache(method={m.name!r}, sink={m.sink}, recent={m.recent}, group_size={m.group_size}, "
+            f"OscarCache(method={m.name!r}, sink={m.sink}, recent={m.recent}, page={m.page}, group_size={m.group_size}, "
             f"layers={len(self.layers)}, basis={self._output_basis!r}, tokens={self.get_seq_length()})"
         )

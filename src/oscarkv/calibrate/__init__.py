@@ -2,7 +2,7 @@
 
 from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
 from .clip import DEFAULT_CLIP_GRID
-from .core import LEVELS, calibrate, make_batches
+from .core import LEVELS, REL_ERROR_LIMIT, CalibrationStats, build_rotations, calibrate, collect_stats, make_batches, quality_warning
 from .inspect import format_inspect, inspect_rotations, plot_spectra
 from .lloyd import fit_levels, fit_layer_levels
 
@@ -11,7 +11,10 @@ __all__ = [
     "DEFAULT_CLIP_GRID",
     "LEVELS",
     "attention_dims",
+    "CalibrationStats",
+    "build_rotations",
     "calibrate",
+    "collect_stats",
     "capture_attention",
     "capture_qkv",
     "fit_layer_levels",
@@ -20,4 +23,6 @@ __all__ = [
     "inspect_rotations",
     "plot_spectra",
     "make_batches",
+    "quality_warning",
+    "REL_ERROR_LIMIT",
 ]

@@ -20,6 +20,7 @@ import torch
 
 from ..methods import rotate
 from ..quant import QuantConfig, dequantize, quantize
+from ..quant.format import _dtype
 from ..errors import InputError
 
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
@@ -59,10 +60,28 @@ def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tenso
         if key not in done:
             tau = srt[..., key : key + 1]
             xc = x if rho >= 1.0 else torch.maximum(torch.minimum(x, tau), -tau)
-            e = (dequantize(quantize(xc, cfg), cfg) - x).double()
+            e = (_fake_quant_uniform(xc, cfg) - x).double()
             done[key] = float(metric(e))
         out.append(done[key])
     return torch.tensor(out, dtype=torch.float64)
+
+
+def _fake_quant_uniform(x: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
+    """dequantize(quantize(x, cfg), cfg) for uniform levels and already-clipped rows, without packing the
+    codes (the clip search's hot loop). Same rounding of scale and zero to their storage dtype, same codes
+    (tests/calibrate/test_clip.py checks it against the serving path)."""
+    if cfg.levels is not None:
+        return dequantize(quantize(x, cfg), cfg)
+    d = x.shape[-1]
+    g = cfg.group(d)
+    sdt = _dtype(cfg.scale_dtype)
+    xg = x.reshape(*x.shape[:-1], d // g, g)
+    lo, hi = xg.amin(-1), xg.amax(-1)
+    top = cfg.n_levels - 1
+    scale = ((hi - lo).clamp_min(1e-8) / top).to(sdt).float()[..., None]
+    zero = lo.to(sdt).float()[..., None]
+    codes = torch.floor((xg - zero) / scale + 0.5).clamp_(0, top)
+    return (zero + scale * codes).reshape(x.shape)
 
 
 def pick(grid, errors: torch.Tensor) -> float:
@@ -77,9 +96,10 @@ def pick(grid, errors: torch.Tensor) -> float:
 class KeyClipSearch:
     """K search: the K rotation and C_Q are final after pass 1; ``update`` takes K rows in batches."""
 
-    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid):
+    def __init__(self, rot: torch.Tensor, cq: torch.Tensor, base: QuantConfig, grid, query_rot: torch.Tensor | None = None):
         self.rot, self.base, self.grid = rot, base, tuple(grid)
-        r = rot.double().to(cq.device)  # [1 or H, d, d]
+        # logit error (q Q).e with Q the queries' transform (= rot when rot is orthogonal)
+        r = (rot if query_rot is None else query_rot).double().to(cq.device)  # [1 or H, d, d]
         self.c = r.transpose(-1, -2) @ cq @ r  # [H, d, d], logit-error metric in rotated coordinates
         self.err = torch.zeros(len(self.grid), dtype=torch.float64)
         self.count = 0

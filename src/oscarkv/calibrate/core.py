@@ -18,17 +18,19 @@ Departures from the authors' pipeline (spec sections 1-3), on purpose:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
 from ..methods import DEFAULT_CLIP_K, DEFAULT_CLIP_V, rotate
 from ..quant import QuantConfig
-from ..rotation import COMPOSITIONS, RotationSet, config_hash, orthogonality_error, oscar_rotation
+from ..rotation import COMPOSITIONS, RotationSet, config_hash, key_rescale, orthogonality_error, oscar_rotation
 from .capture import attention_dims, capture_attention, check_all_layers, run_forward
 from .clip import DEFAULT_CLIP_GRID, KeyClipSearch, check_grid, clip_config, pick, value_clip_errors
 from .lloyd import fit_layer_levels
-from .stats import QueryCovariance, TokenReservoir, ValueCovariance
+from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance
+from ..rotation.centering import center as center_rows
 from ..errors import InputError
 
 LEVELS = ("uniform", "lloyd-max")
@@ -65,6 +67,223 @@ def _rotations(covs: list[torch.Tensor], composition: str, per_head: bool):
     return torch.stack(rots), torch.stack(eigs)
 
 
+@dataclass
+class CalibrationStats:
+    """Everything the streaming passes collect; ``build_rotations`` turns it into any RotationSet variant
+    (composition, per-head, levels, centering) without another pass over the calibration text."""
+
+    dims: object
+    cq: list  # per layer [H_kv, d, d] C_Q
+    k_mean: torch.Tensor  # [L, H_kv, d] float64, post-RoPE keys
+    v_mean: torch.Tensor  # [L, H_kv, d] float64
+    vcov: list  # per layer ValueCovariance
+    sample: list | None  # per layer TokenReservoir (k, v, w of sampled tokens)
+    n_tokens: int
+    n_sequences: int
+    seq_len: int
+    sample_tokens: int
+    seconds: float
+    config: object = None
+    name_or_path: str = ""
+
+
+def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample_tokens: int = 4096,
+                  progress: bool = True, seed: int = 0, need_sample: bool = True) -> CalibrationStats:
+    """Pass 1: C_Q per KV head and the K/V means; pass 2: Sigma_V's running sums (w v v^T, w v, w)
+    and a bounded uniform token sample. Memory is independent of the number of tokens."""
+    if sample_tokens < 1:
+        raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
+    dims = attention_dims(model)
+    d, L = dims.head_dim, dims.num_layers
+    batches = make_batches(input_ids, seq_len, batch_size)
+    n_tokens = sum(b.numel() for b in batches)
+    if n_tokens < d:
+        raise InputError(
+            f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
+            "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
+        )
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    try:
+        # ---- pass 1: C_Q per KV head, mu_K and mu_V per KV head (centering, rotation/centering.py)
+        qcov = [QueryCovariance(dims.num_kv_heads, d) for _ in range(L)]
+        kmean = [RowMean(dims.num_kv_heads, d) for _ in range(L)]
+        vmean = [RowMean(dims.num_kv_heads, d) for _ in range(L)]
+        seen: set[int] = set()
+
+        def pass1(layer, q, k, v):
+            qcov[layer].update(q.cpu())
+            kmean[layer].update(k.cpu())
+            vmean[layer].update(v.cpu())
+            seen.add(layer)
+
+        with capture_attention(model, pass1):
+            for i, b in enumerate(tqdm(batches, desc="calibrate 1/2 (C_Q)", disable=not progress)):
+                run_forward(model, b)
+                if i == 0:  # fail fast on a model whose attention we cannot see
+                    check_all_layers(seen, dims, model)
+        cq = [c.per_head() for c in qcov]
+
+        # ---- pass 2: Sigma_V and the token sample (clip searches run on it afterwards)
+        vcov = [ValueCovariance(c) for c in cq]
+        gen = torch.Generator().manual_seed(seed)
+        sample = [TokenReservoir(sample_tokens, gen) for _ in range(L)] if need_sample else None
+
+        def pass2(layer, q, k, v):
+            k, v = k.cpu(), v.cpu()
+            w = vcov[layer].update(k, v)
+            if sample:
+                sample[layer].update(k, v, w)
+
+        with capture_attention(model, pass2):
+            for b in tqdm(batches, desc="calibrate 2/2 (Sigma_V, clip)", disable=not progress):
+                run_forward(model, b)
+    finally:
+        model.train(was_training)
+    return CalibrationStats(
+        dims=dims, cq=cq, k_mean=torch.stack([m.mean() for m in kmean]), v_mean=torch.stack([m.mean() for m in vmean]),
+        vcov=vcov, sample=sample, n_tokens=n_tokens, n_sequences=sum(b.shape[0] for b in batches), seq_len=seq_len,
+        sample_tokens=sample_tokens, seconds=time.perf_counter() - t0, config=model.config,
+        name_or_path=getattr(model.config, "name_or_path", "") or type(model).__name__,
+    )
+
+
+def build_rotations(
+    stats: CalibrationStats,
+    composition: str = "u_h_pbr",
+    group_size: int = 128,
+    bits: int = 2,
+    scale_dtype: str = "float16",
+    fit_clip: bool = True,
+    per_head: bool = False,
+    levels: str = "uniform",
+    center: bool = False,
+    clip_grid=DEFAULT_CLIP_GRID,
+    model_id: str | None = None,
+    key_scale: bool = False,
+) -> RotationSet:
+    """A RotationSet from collected statistics. ``center``: fit R_V, clip ratios and levels for centered
+    rows (k - mu_K, v - mu_V), as served by methods that center; the means are stored either way."""
+    if composition not in COMPOSITIONS:
+        raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+    if levels not in LEVELS:
+        raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
+    t0 = time.perf_counter()
+    dims = stats.dims
+    d, L = dims.head_dim, dims.num_layers
+    base = QuantConfig(bits, group_size, None, scale_dtype)
+    base.group(d)  # fail early on a group size that does not divide head_dim
+    grid = check_grid(clip_grid)
+    if stats.sample is None:
+        raise InputError("building rotations needs the token sample (collect_stats(need_sample=True))")
+    cq = stats.cq
+    k_rot, k_eig = _rotations(cq, composition, per_head)
+    k_rot32 = k_rot.float()
+    k_mu = stats.k_mean.float() if center else None
+    v_mu = stats.v_mean.float() if center else None
+    k_qrot = None
+    if key_scale:  # M = S.R for keys, S^-1.R for queries (rotation/build.py key_rescale)
+        ms, qs = [], []
+        for i in range(L):
+            kx = stats.sample[i].k.double()  # [N, H, d]
+            if center:
+                kx = kx - stats.k_mean[i].double()[None]
+            m2 = torch.einsum("nhd,nhe->hde", kx, kx) / kx.shape[0]  # [H, d, d]
+            targets = list(zip(cq[i], m2)) if per_head else [(cq[i].mean(0), m2.mean(0))]
+            sm = [key_rescale(c, k2) for c, k2 in targets]
+            ms.append(torch.stack([s_ @ r for (s_, _), r in zip(sm, k_rot[i])]))
+            qs.append(torch.stack([si @ r for (_, si), r in zip(sm, k_rot[i])]))
+        k_rot32, k_qrot = torch.stack(ms).float(), torch.stack(qs).float()
+    v_rot, v_eig = _rotations([c.per_head(stats.v_mean[i] if center else None) for i, c in enumerate(stats.vcov)],
+                              composition, per_head)
+    v_rot32 = v_rot.float()
+
+    def rows(kind: str, i: int) -> torch.Tensor:
+        """Sampled rows of layer i as [1, H, N, d], centered when fitting for centered serving."""
+        s = stats.sample[i]
+        x = (s.k if kind == "k" else s.v).transpose(0, 1)[None]
+        mu = k_mu if kind == "k" else v_mu
+        return x if mu is None else center_rows(x, mu[i])
+
+    # ---- clip ratios (and the relative error calibration measures at the chosen ratio, for the
+    # "this model defeats the method" check: quality_warning)
+    k_errs, v_errs, k_rel, v_rel = [], [], [], []
+    k_clip, v_clip = [], []
+    for i in range(L):
+        # K search on the token sample: over every token it cost 2-3x the forward pass on
+        # 2 CPU cores, and a 4096-token uniform sample picks the same ratios (0.02 grid)
+        kg, vg = (grid, grid) if fit_clip else ((DEFAULT_CLIP_K,), (DEFAULT_CLIP_V,))
+        ks = KeyClipSearch(k_rot32[i], cq[i], base, kg, None if k_qrot is None else k_qrot[i])
+        ks.update(rows("k", i))
+        ke = ks.errors()
+        s = stats.sample[i]
+        wbar = s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)  # mean ~1 per head
+        ve = value_clip_errors(rows("v", i)[0].transpose(0, 1), wbar, v_rot32[i], base, vg)
+        k_clip.append(pick(kg, ke))
+        v_clip.append(pick(vg, ve))
+        if fit_clip:
+            k_errs.append(ke.tolist())
+            v_errs.append(ve.tolist())
+        # error relative to what attention can see: the spread of the logits over keys (centered
+        # keys, the common shift q.mu_K does not change softmax) and the spread of the values
+        kc = center_rows(s.k.transpose(0, 1)[None], stats.k_mean[i].float())[0].double()  # [H, N, d]
+        logit_var = ((kc @ cq[i].to(kc.device)) * kc).sum(-1).mean()
+        vc = center_rows(s.v.transpose(0, 1)[None], stats.v_mean[i].float())[0].double()
+        v_var = (wbar.double().transpose(0, 1) * vc.pow(2).sum(-1)).mean()
+        k_rel.append(float(ke[kg.index(k_clip[-1])] / logit_var.clamp_min(1e-30)))
+        v_rel.append(float(ve[vg.index(v_clip[-1])] / v_var.clamp_min(1e-30)))
+
+    # ---- Lloyd-Max levels, fitted after (and for) the chosen clip ratio
+    k_lv = v_lv = None
+    if levels == "lloyd-max":
+        k_lv, v_lv = [], []
+        for i in range(L):
+            s = stats.sample[i]
+            xk = rotate(rows("k", i), k_rot32[i])
+            xv = rotate(rows("v", i), v_rot32[i])
+            wbar = (s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)).transpose(0, 1)[None]
+            k_lv.append(fit_layer_levels(xk, clip_config(base, k_clip[i])))
+            v_lv.append(fit_layer_levels(xv, clip_config(base, v_clip[i]), row_weight=wbar))
+        k_lv, v_lv = torch.stack(k_lv), torch.stack(v_lv)
+
+    meta = {
+        "model_id": model_id or stats.name_or_path,
+        "config_hash": config_hash(stats.config),
+        "num_layers": L,
+        "num_kv_heads": dims.num_kv_heads,
+        "head_dim": d,
+        "group_size": base.group(d),
+        "bits": bits,
+        "scale_dtype": scale_dtype,
+        "calib_tokens": stats.n_tokens,
+        "calib_sequences": stats.n_sequences,
+        "seq_len": stats.seq_len,
+        "composition": composition,
+        "objective": f"k=qqt_{composition},v=sst_{composition}",
+        "per_head": per_head,
+        "levels": levels,
+        "centered": bool(center),
+        "key_scale": bool(key_scale),
+        "clip": "fitted" if fit_clip else "default",
+        "clip_candidates": list(grid) if fit_clip else [],
+        "clip_errors": {"k": k_errs, "v": v_errs},  # per layer, per candidate (diagnostics)
+        # per layer: INT error / spread of what attention sees (K: logit variance over keys, V: score-
+        # weighted value variance), at the chosen clip; see quality_warning
+        "relative_error": {"k": [round(x, 6) for x in k_rel], "v": [round(x, 6) for x in v_rel]},
+        "sample_tokens": stats.sample_tokens,
+        "calib_seconds": round(stats.seconds + time.perf_counter() - t0, 2),
+    }
+    return RotationSet(
+        k_rotation=k_rot32, v_rotation=v_rot32,
+        k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
+        k_clip=torch.tensor(k_clip, dtype=torch.float32), v_clip=torch.tensor(v_clip, dtype=torch.float32),
+        k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
+        k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(), k_query_rotation=k_qrot,
+        meta=meta,
+    )
+
+
 def calibrate(
     model,
     input_ids,
@@ -82,6 +301,8 @@ def calibrate(
     progress: bool = True,
     model_id: str | None = None,
     seed: int = 0,
+    center: bool = False,
+    key_scale: bool = False,
 ) -> RotationSet:
     """Calibrate OSCAR rotations (R_K from Sigma_K = mean_h C_Q, R_V from the score-weighted Sigma_V),
     per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``.
@@ -94,124 +315,39 @@ def calibrate(
     per_head:      one rotation per KV head instead of one per layer.
     levels:        "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
     sample_tokens: tokens per layer kept for the V clip search and the Lloyd-Max fit.
+    center:        fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
+                   stored in every file; methods that center use them, see rotation/centering.py).
     """
     if composition not in COMPOSITIONS:
         raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
         raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
-    if sample_tokens < 1:
-        raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
-    dims = attention_dims(model)
-    d, L = dims.head_dim, dims.num_layers
-    base = QuantConfig(bits, group_size, None, scale_dtype)
-    base.group(d)  # fail early on a group size that does not divide head_dim
-    grid = check_grid(clip_grid)
-    batches = make_batches(input_ids, seq_len, batch_size)
-    n_tokens = sum(b.numel() for b in batches)
-    if n_tokens < d:
-        raise InputError(
-            f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
-            "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
-        )
-    was_training = model.training
-    model.eval()
-    t0 = time.perf_counter()
-    try:
-        # ---- pass 1: C_Q per KV head
-        qcov = [QueryCovariance(dims.num_kv_heads, d) for _ in range(L)]
-        seen: set[int] = set()
+    QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model).head_dim)
+    check_grid(clip_grid)
+    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
+    return build_rotations(stats, composition, group_size, bits, scale_dtype, fit_clip, per_head, levels, center,
+                           clip_grid, model_id, key_scale)
 
-        def pass1(layer, q, k, v):
-            qcov[layer].update(q.cpu())
-            seen.add(layer)
 
-        with capture_attention(model, pass1):
-            for i, b in enumerate(tqdm(batches, desc="calibrate 1/2 (C_Q)", disable=not progress)):
-                run_forward(model, b)
-                if i == 0:  # fail fast on a model whose attention we cannot see
-                    check_all_layers(seen, dims, model)
-        cq = [c.per_head() for c in qcov]
-        k_rot, k_eig = _rotations(cq, composition, per_head)
-        k_rot32 = k_rot.float()
+# A calibration whose measured relative INT error is this far above the usual is flagged. Measured
+# (docs/ACCURACY.md): see REL_ERROR_LIMIT's justification there.
+REL_ERROR_LIMIT = 1.0
 
-        # ---- pass 2: Sigma_V and the token sample (clip searches run on it afterwards)
-        vcov = [ValueCovariance(c) for c in cq]
-        ksearch = [KeyClipSearch(k_rot32[i], cq[i], base, grid) for i in range(L)] if fit_clip else None
-        need_sample = fit_clip or levels == "lloyd-max"
-        gen = torch.Generator().manual_seed(seed)
-        sample = [TokenReservoir(sample_tokens, gen) for _ in range(L)] if need_sample else None
 
-        def pass2(layer, q, k, v):
-            k, v = k.cpu(), v.cpu()
-            w = vcov[layer].update(k, v)
-            if sample:
-                sample[layer].update(k, v, w)
-
-        with capture_attention(model, pass2):
-            for b in tqdm(batches, desc="calibrate 2/2 (Sigma_V, clip)", disable=not progress):
-                run_forward(model, b)
-    finally:
-        model.train(was_training)
-    v_rot, v_eig = _rotations([c.per_head() for c in vcov], composition, per_head)
-    v_rot32 = v_rot.float()
-
-    # ---- clip ratios
-    k_errs, v_errs = [], []
-    if fit_clip:
-        k_clip, v_clip = [], []
-        for i in range(L):
-            # K search on the token sample too: over every token it cost 2-3x the forward pass on
-            # 2 CPU cores, and a 4096-token uniform sample picks the same ratios (0.02 grid)
-            ksearch[i].update(sample[i].k.transpose(0, 1)[None])
-            ke = ksearch[i].errors()
-            wbar = sample[i].w / vcov[i].mean_weight().clamp_min(1e-300)  # mean ~1 per head
-            ve = value_clip_errors(sample[i].v, wbar, v_rot32[i], base, grid)
-            k_clip.append(pick(grid, ke))
-            v_clip.append(pick(grid, ve))
-            k_errs.append(ke.tolist())
-            v_errs.append(ve.tolist())
-    else:
-        k_clip, v_clip = [DEFAULT_CLIP_K] * L, [DEFAULT_CLIP_V] * L
-
-    # ---- Lloyd-Max levels, fitted after (and for) the chosen clip ratio
-    k_lv = v_lv = None
-    if levels == "lloyd-max":
-        k_lv, v_lv = [], []
-        for i in range(L):
-            s = sample[i]
-            xk = rotate(s.k.transpose(0, 1)[None], k_rot32[i])
-            xv = rotate(s.v.transpose(0, 1)[None], v_rot32[i])
-            wbar = (s.w / vcov[i].mean_weight().clamp_min(1e-300)).transpose(0, 1)[None]
-            k_lv.append(fit_layer_levels(xk, clip_config(base, k_clip[i])))
-            v_lv.append(fit_layer_levels(xv, clip_config(base, v_clip[i]), row_weight=wbar))
-        k_lv, v_lv = torch.stack(k_lv), torch.stack(v_lv)
-
-    meta = {
-        "model_id": model_id or getattr(model.config, "name_or_path", "") or type(model).__name__,
-        "config_hash": config_hash(model.config),
-        "num_layers": L,
-        "num_kv_heads": dims.num_kv_heads,
-        "head_dim": d,
-        "group_size": base.group(d),
-        "bits": bits,
-        "scale_dtype": scale_dtype,
-        "calib_tokens": n_tokens,
-        "calib_sequences": sum(b.shape[0] for b in batches),
-        "seq_len": seq_len,
-        "composition": composition,
-        "objective": f"k=qqt_{composition},v=sst_{composition}",
-        "per_head": per_head,
-        "levels": levels,
-        "clip": "fitted" if fit_clip else "default",
-        "clip_candidates": list(grid) if fit_clip else [],
-        "clip_errors": {"k": k_errs, "v": v_errs},  # per layer, per candidate (diagnostics)
-        "sample_tokens": sample_tokens,
-        "calib_seconds": round(time.perf_counter() - t0, 2),
-    }
-    return RotationSet(
-        k_rotation=k_rot32, v_rotation=v_rot32,
-        k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
-        k_clip=torch.tensor(k_clip, dtype=torch.float32), v_clip=torch.tensor(v_clip, dtype=torch.float32),
-        k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
-        meta=meta,
-    )
+def quality_warning(rs: RotationSet, limit: float = REL_ERROR_LIMIT) -> str | None:
+    """One line for the user when the quantization error that calibration measured is far above the
+    usual (e.g. token-wise INT2 on uncentered keys of a model with q/k/v biases), else None."""
+    rel = rs.meta.get("relative_error") or {}
+    worst = []
+    for kind in ("k", "v"):
+        vals = rel.get(kind) or []
+        if vals:
+            i = max(range(len(vals)), key=lambda j: vals[j])
+            if vals[i] > limit:
+                worst.append(f"{kind.upper()} error {vals[i]:.2f}x its signal spread in layer {i}")
+    if not worst:
+        return None
+    fix = ("calibrate with --plus (centering, per-head rotations) and use method oscar-plus"
+           if not rs.meta.get("centered") else "use kivi or int4 for this model, or keep larger BF16 windows")
+    return (f"this model's activations defeat {rs.meta.get('bits', 2)}-bit token-wise quantization as calibrated "
+            f"({'; '.join(worst)}; usual is < {limit:g}): expect large accuracy loss; {fix}")

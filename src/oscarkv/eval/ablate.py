@@ -27,7 +27,7 @@ from .harness import evaluate
 from .report import write_json
 from ..errors import InputError
 
-ABLATIONS = ("rotation", "clipping", "windows", "group", "calib-size", "calib-domain", "levels")
+ABLATIONS = ("rotation", "clipping", "windows", "group", "calib-size", "calib-domain", "levels", "centering")
 PURE = "pure INT2 (sink = recent = 0)"
 COMPOSITION_LABELS = {  # rotation.COMPOSITIONS entries in the order of the table
     "identity": "none (identity)",
@@ -60,23 +60,37 @@ class Ablator:
         self._rots: dict = {}
 
     # ------------------------------------------------------------ calibration
-    def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128,
-                  composition: str = "u_h_pbr", per_head: bool = False) -> RotationSet:
-        """Calibrated rotations (fitted clip, Lloyd-Max levels when available), memoized."""
-        from ..calibrate import LEVELS, calibrate
+    def stats(self, source: str = "pydoc-calib", tokens: int | None = None):
+        """Calibration statistics (one streaming pass), memoized: every rotation variant is built from them."""
+        from ..calibrate import collect_stats
 
         tokens = tokens or self.calib_tokens
-        key = (source, tokens, group_size, composition, per_head)
+        key = ("stats", source, tokens)
         if key not in self._rots:
             ids = self.calib[source]
             if ids.numel() < tokens:
                 raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
             t = time.time()
-            rs = calibrate(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens), group_size=group_size,
-                           composition=composition, per_head=per_head, progress=self.progress,
-                           levels="lloyd-max" if "lloyd-max" in LEVELS else "uniform")
-            _log(f"calibrated {composition}{' per head' if per_head else ''} on {tokens} tokens of {source} "
-                 f"(group {group_size}) in {time.time() - t:.0f} s")
+            self._rots[key] = collect_stats(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens),
+                                            progress=self.progress)
+            _log(f"calibration statistics from {tokens} tokens of {source} in {time.time() - t:.0f} s")
+        return self._rots[key]
+
+    def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128,
+                  composition: str = "u_h_pbr", per_head: bool = False, center: bool = False,
+                  key_scale: bool = False) -> RotationSet:
+        """Calibrated rotations (fitted clip, Lloyd-Max levels), memoized; built from ``stats``."""
+        from ..calibrate import build_rotations
+
+        tokens = tokens or self.calib_tokens
+        key = (source, tokens, group_size, composition, per_head, center, key_scale)
+        if key not in self._rots:
+            st = self.stats(source, tokens)
+            t = time.time()
+            rs = build_rotations(st, composition=composition, group_size=group_size, per_head=per_head,
+                                 levels="lloyd-max", center=center, key_scale=key_scale)
+            _log(f"built {composition}{' per head' if per_head else ''}{' centered' if center else ''}"
+                 f"{' key-scaled' if key_scale else ''} (group {group_size}) in {time.time() - t:.0f} s")
             self._rots[key] = rs
         return self._rots[key]
 
@@ -251,9 +265,40 @@ def ablate_levels(ab: Ablator) -> dict:
             "notes": ["Lloyd-Max levels are fitted per layer on the calibration sample (calibrate/lloyd.py)."]}
 
 
+def ablate_centering(ab: Ablator) -> dict:
+    """Issue 10: centering, the calibrated U vs plain H (both with fitted clip, both centered), and the
+    oscar-plus build-up (per-KV-head rotations, Lloyd-Max levels, key rescale), pure INT2."""
+    h_c = ab.rotations(composition="h", center=True)
+    h_u = ab.rotations(composition="h")
+    o_u = ab.rotations()
+    o_c = ab.rotations(center=True)
+    o_hc = ab.rotations(center=True, per_head=True)
+    o_hcs = ab.rotations(center=True, per_head=True, key_scale=True)
+    jobs = [
+        ("hadamard, no clip", make_method("hadamard+nocenter", sink=0, recent=0), h_u, "not centered"),
+        ("H + fitted clip", _oscar(), h_u, "not centered"),
+        ("U.H.P_br + fitted clip (OSCAR)", _oscar(), o_u, "not centered"),
+        ("hadamard, no clip", make_method("hadamard+center", sink=0, recent=0), h_c, "centered"),
+        ("H + fitted clip", _oscar(center="on"), h_c, "centered"),
+        ("U.H.P_br + fitted clip", _oscar(center="on"), o_c, "centered"),
+        ("U.H.P_br per KV head + fitted clip", _oscar(center="on"), o_hc, "centered"),
+        ("per KV head + Lloyd-Max", _oscar(center="on", levels="lloyd-max"), o_hc, "centered"),
+        ("per KV head + Lloyd-Max + key rescale", _oscar(center="on", levels="lloyd-max"), o_hcs, "centered"),
+    ]
+    rows = [ab.score(label, m, rot, series=series) for label, m, rot, series in _bar(ab, jobs, "centering")]
+    return {"name": "centering", "setting": PURE, "rows": rows,
+            "notes": ["All rotation files come from one pass of calibration statistics (collect_stats); "
+                      "'centered' rows store k - mu_K and v - mu_V (calibrated per KV head) and were fitted "
+                      "(clip, levels, R_V) for centered rows.",
+                      "H + fitted clip is the data-free Hadamard with clip ratios (and levels) fitted by the same "
+                      "code; comparing it with U.H.P_br answers whether the calibrated U matters.",
+                      "key rescale: keys through S.R, queries through S^-1.R with S = U diag(s) U^T, "
+                      "s_i = (lambda_i / kappa_i)^(1/4) (rotation/build.py key_rescale)."]}
+
+
 FUNCS = {"rotation": ablate_rotation, "clipping": ablate_clipping, "windows": ablate_windows,
          "group": ablate_group, "calib-size": ablate_calib_size, "calib-domain": ablate_calib_domain,
-         "levels": ablate_levels}
+         "levels": ablate_levels, "centering": ablate_centering}
 
 
 # ---------------------------------------------------------------- output

@@ -5,9 +5,8 @@ Why this is exact: every method here quantizes token-locally (a token's INT2 cod
 token alone; KIVI keys on their own block of ``group_size`` tokens). So when the query at position i
 runs during decoding, the cache holds n = i + 1 tokens and token j is quantized iff
 
-    token-wise methods:  sink <= j < n - recent
-    KIVI:                sink <= j and the whole key block of j lies below n - recent
-    (and j < i: the query's own token comes in the same cache update, unquantized)
+    method.held_quantized(j, n)   (the window rule with demotion page B, ``KVMethod.int2_len``)
+    and j < i                     (the query's own token comes in the same cache update, unquantized)
 
 and its quantized value is the same whenever it is read. A forward over the whole sequence in which
 query i uses the dequantized K/V of key j exactly when that rule says reproduces step-by-step
@@ -35,23 +34,17 @@ ATTN_NAME = "oscarkv_banded"
 
 def quantized_mask(method: KVMethod, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     """[Tq, Tk] bool: does query at position q_pos[a] read key k_pos[b] quantized?"""
-    n = q_pos[:, None] + 1  # tokens in the cache when that query runs
-    j = k_pos[None, :]
     if not method.quantized:
         return torch.zeros(q_pos.numel(), k_pos.numel(), dtype=torch.bool)
     # the query's own token arrives in the same cache update and is returned unquantized
-    # (matters only for recent == 0)
-    own = j < q_pos[:, None]
-    if method.key_axis == "channel":
-        g = method.group_size
-        block_end = method.sink + ((j - method.sink) // g + 1) * g
-        return (j >= method.sink) & (block_end <= n - method.recent) & own
-    return (j >= method.sink) & (j < n - method.recent) & own
+    # (matters only for recent == 0 with page == 1)
+    own = k_pos[None, :] < q_pos[:, None]
+    return method.held_quantized(k_pos[None, :], q_pos[:, None] + 1) & own
 
 
 def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
     """Dequantized K, V [B, H, T, d] in the original basis (KIVI keys: blocks aligned at ``sink``)."""
-    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot)
+    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot, mean=plan.v_mean)
     if plan.key_axis == "channel":
         g = plan.k_cfg.group_size
         t = k.shape[2]
@@ -61,7 +54,7 @@ def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
             blk = k[:, :, sink : sink + nb * g]
             kq[:, :, sink : sink + nb * g] = dequantize_key_blocks(quantize_key_blocks(blk, plan.k_cfg), k.dtype)
     else:
-        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot)
+        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot, mean=plan.k_mean, r_query=plan.k_qrot)
     return kq, vq
 
 

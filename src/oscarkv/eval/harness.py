@@ -103,6 +103,15 @@ def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residua
     return torch.cat(outs, dim=1)
 
 
+def rotations_for(rotations, method: KVMethod):
+    """``rotations`` is one RotationSet for every method or a dict {method name: RotationSet} (key
+    ``"*"`` = the fallback), e.g. the paper's per-layer file for ``oscar`` and a centered per-head
+    file for ``oscar-plus``."""
+    if isinstance(rotations, dict):
+        return rotations.get(method.name, rotations.get(method.name.split("+")[0], rotations.get("*")))
+    return rotations
+
+
 def _score(logits: torch.Tensor, ids: torch.Tensor, score_from: int):
     """(log-probs at scored positions [n, V], targets [n])."""
     lp = torch.log_softmax(logits[0, score_from:-1].float(), dim=-1)
@@ -113,7 +122,7 @@ def evaluate(
     model,
     ids: torch.Tensor,
     methods: list[KVMethod],
-    rotations: RotationSet | None = None,
+    rotations: RotationSet | dict | None = None,
     context: int = 4096,
     sequences: int = 1,
     score_from: int = 512,
@@ -155,7 +164,7 @@ def evaluate(
             bar.set_postfix_str(f"{name} seq {s + 1}/{sequences}")
             with torch.no_grad():
                 if kind == "ours":
-                    logits = banded_logits(model, x, job, rotations)
+                    logits = banded_logits(model, x, job, rotations_for(rotations, job))
                 else:
                     logits = peer_logits(model, x, job, score_from, residual_length=peer_residual or 0)
             lp, tgt = _score(logits, x, score_from)

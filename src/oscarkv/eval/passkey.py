@@ -103,7 +103,9 @@ def generate_answer(model, tok, prompt: PasskeyPrompt, method, rotations=None, c
     """Chunked prefill through a fresh OscarCache, then greedy generation; returns the new text."""
     from ..cache import OscarCache
 
-    cache = OscarCache(model.config, method, rotations)
+    from .harness import rotations_for
+
+    cache = OscarCache(model.config, method, rotations_for(rotations, method))
     ids = prompt.ids[None]
     for a in range(0, prompt.prefill, chunk):
         b = min(a + chunk, prompt.prefill)

@@ -27,9 +27,14 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
 
 from ..cache import OscarCache
+from ..cache.paged import PagedLayer
+from ..rotation.centering import add_value_mean, rotated_mean
 from ..errors import InputError, StateError
 
 ATTENTION_NAME = "oscar_sdpa"
+# The paged backend's name: no mask builder is registered for it, so transformers passes no mask (the
+# kernels know each row's length), which also keeps a decode step's shapes fixed for CUDA graphs.
+PAGED_ATTENTION_NAME = "oscar_paged"
 
 
 @dataclass
@@ -49,7 +54,14 @@ def _per_query_head(r: torch.Tensor | None, groups: int) -> torch.Tensor | None:
 def _layer_rotations(cache: OscarCache, idx: int):
     layer = cache.layers[idx]
     plan = getattr(layer, "plan", None)
-    return (None, None) if plan is None else (plan.k_rot, plan.v_rot)
+    # queries use the key transform's inverse transpose (== R_K when it is orthogonal, see methods.LayerPlan)
+    return (None, None) if plan is None else (plan.k_query_rot, plan.v_rot)
+
+
+def _layer_value_mean(cache: OscarCache, idx: int):
+    """mu_V in the rotated basis when the layer stores centered values (rotation/centering.py)."""
+    plan = getattr(cache.layers[idx], "plan", None)
+    return None if plan is None else rotated_mean(plan.v_mean, plan.v_rot)
 
 
 def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
@@ -69,9 +81,14 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     layer.fresh = False
     groups = query.shape[1] // key.shape[1]
     rk, rv = _layer_rotations(st.cache, st.layer_idx)
-    if rk is not None:
-        query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
-    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if isinstance(layer, PagedLayer):  # kernels over the paged pools; q and o are (un)rotated inside
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed), None
+    else:
+        if rk is not None:
+            query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1)
+    out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
     if rv is not None and not st.absorbed:
         # out is [B, T, H_q, d]; undo R_V per head: o = o_rot @ R_V^T
         r = _per_query_head(rv, groups).to(out.device, out.dtype)
@@ -82,6 +99,7 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
 def register() -> None:
     """Register the attention function and its mask builder (idempotent)."""
     AttentionInterface.register(ATTENTION_NAME, oscar_sdpa_attention)
+    AttentionInterface.register(PAGED_ATTENTION_NAME, oscar_sdpa_attention)
     # the mask for a custom name is None unless one is registered: reuse SDPA's
     if ATTENTION_NAME not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
         AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
@@ -94,15 +112,21 @@ def _attention_modules(model):
 # ------------------------------------------------------------------ padding
 def _padding_hook(module, args, kwargs):
     cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    if not isinstance(cache, OscarCache) or cache.get_seq_length() != 0:
+        return
     mask = kwargs.get("attention_mask")
-    if isinstance(cache, OscarCache) and torch.is_tensor(mask) and mask.ndim == 2 and cache.get_seq_length() == 0:
-        cache.set_padding(mask)
+    if mask is None and len(args) > 1 and torch.is_tensor(args[1]):
+        mask = args[1]  # model(input_ids, attention_mask, ...) positionally
+    if mask is None or (torch.is_tensor(mask) and mask.ndim == 2):
+        cache.set_padding(mask)  # None: the model attends to every token, so there is no padding
 
 
 def track_padding(model):
     """Forward pre-hook that hands the 2-D attention mask of the first (prefill) forward of an empty
-    ``OscarCache`` to ``cache.set_padding``; works with ``generate`` and direct calls that pass
-    ``attention_mask=``/``cache=`` as keywords. Returns the hook handle (``handle.remove()``)."""
+    ``OscarCache`` to ``cache.set_padding`` (no mask: no padding); works with ``generate`` and direct
+    calls. ``enable_oscar_attention`` installs it. Without it (or ``set_padding``) an ``OscarCache``
+    refuses a batch of more than one row, since it cannot tell padded rows apart.
+    Returns the hook handle (``handle.remove()``)."""
     return model.register_forward_pre_hook(_padding_hook, with_kwargs=True)
 
 
@@ -119,9 +143,14 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
     mods = _attention_modules(model)
     if len(mods) != len(cache.layers):
         raise InputError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+    # the device of the model decides the backend ("auto"): the paged kernels on CUDA when they run the method
+    if cache.paged is None and cache.backend == "auto" and cache.get_seq_length() == 0:
+        device = next(model.parameters()).device
+        if device.type == "cuda" and cache.paged_unsupported() is None:
+            cache.use_paged()
     register()
     saved = {"attn": model.config._attn_implementation, "o_proj": {}}
-    model.set_attn_implementation(ATTENTION_NAME)
+    model.set_attn_implementation(PAGED_ATTENTION_NAME if cache.paged is not None else ATTENTION_NAME)
     for m in mods:
         rv = _layer_rotations(cache, m.layer_idx)[1]
         absorbed = absorb_v_into_o_proj and rv is not None

@@ -6,6 +6,7 @@ from .build import (
     bit_reverse_indices,
     eigh_sorted,
     hadamard,
+    key_rescale,
     orthogonality_error,
     oscar_rotation,
     permutation_matrix,
@@ -17,6 +18,7 @@ __all__ = [
     "bit_reverse_indices",
     "eigh_sorted",
     "hadamard",
+    "key_rescale",
     "orthogonality_error",
     "oscar_rotation",
     "permutation_matrix",
@@ -29,3 +31,7 @@ __all__ += ["RotationMismatchError", "RotationSet", "config_fingerprint", "confi
 from .zoo import import_rotationzoo  # noqa: E402
 
 __all__ += ["import_rotationzoo"]
+
+from .centering import add_value_mean, center, rotated_mean, uncenter, value_output_mean  # noqa: E402
+
+__all__ += ["add_value_mean", "center", "rotated_mean", "uncenter", "value_output_mean"]

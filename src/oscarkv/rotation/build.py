@@ -105,3 +105,25 @@ def orthogonality_error(r: torch.Tensor) -> float:
     """max |R R^T - I| (0 for an exact rotation)."""
     r = r.double()
     return (r @ r.T - torch.eye(r.shape[0], dtype=torch.float64)).abs().max().item()
+
+
+def key_rescale(cq: torch.Tensor, key_second_moment: torch.Tensor, max_ratio: float = 1e4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact per-direction key rescale (issue 10, not in the paper): S = U diag(s) U^T and S^-1 with U the
+    eigenvectors of the query covariance C_Q (eigenvalues lambda_i) and s_i = (lambda_i / kappa_i)^(1/4),
+    kappa_i = u_i^T E[k k^T] u_i the keys' second moment along u_i; geometric mean of s is 1.
+
+    Keys are stored as k S R and queries use q S^-1 R, so (q S^-1 R).(k S R) = q.k exactly. For an
+    error that is spread evenly over the coordinates (what H does), the logit error sum_i lambda_i e_i^2
+    / s_i^2 times the row range ~ sum_i kappa_i s_i^2 is minimised by this s (Cauchy-Schwarz): directions
+    that queries look along get more of the INT2 range. ``max_ratio`` bounds lambda/kappa around its
+    geometric mean (so s stays within a factor max_ratio^(1/4)).
+    """
+    lam, u = eigh_sorted(cq)
+    kappa = torch.einsum("di,de,ei->i", u, key_second_moment.double(), u)
+    eps = 1e-12 * float(lam.abs().max().clamp_min(1e-30))
+    ratio = lam.clamp_min(eps) / kappa.clamp_min(1e-12 * float(kappa.abs().max().clamp_min(1e-30)))
+    logr = ratio.log()
+    logr = logr - logr.mean()
+    b = torch.log(torch.tensor(max_ratio, dtype=torch.float64))
+    s = (logr.clamp(-b, b) / 4).exp()
+    return (u * s) @ u.T, (u / s) @ u.T

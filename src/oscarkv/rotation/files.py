@@ -7,6 +7,13 @@ Tensors (float32):
     k_eigenvalues, v_eigenvalues  [num_layers, R, head_dim]  eigenvalues of Sigma_K / Sigma_V, ascending
     k_clip, v_clip                [num_layers]  clip ratio rho per layer (0 = no clipping)
     k_levels, v_levels            [num_layers, 2**bits]  optional Lloyd-Max levels in code units
+    k_mean, v_mean                [num_layers, num_kv_heads, head_dim]  optional (format 2): calibrated
+                                  mean of post-RoPE keys / values per KV head, for exact centering
+                                  (rotation/centering.py); metadata "centered" says whether the clip
+                                  ratios, levels and V rotation were fitted on centered rows
+    k_query_rotation              [num_layers, R, head_dim, head_dim]  optional (format 2): when the key
+                                  transform M = S.R is not orthogonal (per-channel key rescale S, issue 10),
+                                  queries use M^-T = S^-1.R: (q M^-T).(k M) = q.k; absent = k_rotation
 
 Metadata (safetensors string map, JSON-encoded values): model_id, config_hash, num_layers,
 num_kv_heads, head_dim, group_size, bits, calib_tokens, composition, objective, library_version.
@@ -28,7 +35,8 @@ from .. import __version__
 from ..errors import InputError, NotFoundError
 from ..fileio import atomic_write
 
-FORMAT = "oscar-kv-rotations/1"
+FORMAT = "oscar-kv-rotations/2"  # /2 adds the optional k_mean / v_mean tensors
+FORMATS_READ = ("oscar-kv-rotations/1", FORMAT)  # version 1 files (no means) still load
 
 
 class RotationMismatchError(InputError):
@@ -68,6 +76,9 @@ class RotationSet:
     v_clip: torch.Tensor | None = None
     k_levels: torch.Tensor | None = None  # [L, 2**bits]
     v_levels: torch.Tensor | None = None
+    k_mean: torch.Tensor | None = None  # [L, H_kv, d]
+    k_query_rotation: torch.Tensor | None = None  # [L, R, d, d]; None = k_rotation (orthogonal)
+    v_mean: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
     _valid_for: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -103,6 +114,21 @@ class RotationSet:
         r = float(t[layer])
         return r if 0.0 < r < 1.0 else None
 
+    def query_rotation(self, layer: int) -> torch.Tensor | None:
+        """[R, d, d] transform for queries (and for reading stored keys back: x @ Q^T = x @ M^-1) when the
+        key transform is not orthogonal; None when it is (then R_K serves both)."""
+        return None if self.k_query_rotation is None else self.k_query_rotation[layer]
+
+    def mean(self, kind: str, layer: int) -> torch.Tensor | None:
+        """[H_kv, d] calibrated mean of ``kind`` in {"k", "v"} at ``layer`` (None in version-1 files)."""
+        t = self.k_mean if kind == "k" else self.v_mean
+        return None if t is None else t[layer]
+
+    @property
+    def centered(self) -> bool:
+        """True when clip ratios / levels / R_V were fitted for centered rows (``calibrate(center=True)``)."""
+        return bool(self.meta.get("centered", False)) and self.k_mean is not None
+
     def levels(self, kind: str, layer: int) -> tuple[float, ...] | None:
         t = self.k_levels if kind == "k" else self.v_levels
         return None if t is None else tuple(float(x) for x in t[layer])
@@ -135,6 +161,14 @@ class RotationSet:
             r = rot.shape[1]
             if r not in (1, fp["num_kv_heads"]):
                 problems.append(f"{r} {kind} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
+        q = self.k_query_rotation
+        if q is not None and q.shape != self.k_rotation.shape:
+            problems.append(f"k_query_rotation is {tuple(q.shape)}, k_rotation {tuple(self.k_rotation.shape)}")
+        for name in ("k_mean", "v_mean"):
+            t = getattr(self, name)
+            if t is not None and (t.ndim != 3 or t.shape[0] != self.num_layers or t.shape[1] not in (1, fp["num_kv_heads"])
+                                  or t.shape[2] != self.head_dim):
+                problems.append(f"{name} is {tuple(t.shape)}, want [{self.num_layers}, {fp['num_kv_heads']}, {self.head_dim}]")
         want = self.meta.get("config_hash")
         if want and want != config_hash(config) and not problems:
             problems.append(
@@ -153,11 +187,12 @@ class RotationSet:
 
         path = Path(path)
         tensors = {"k_rotation": self.k_rotation, "v_rotation": self.v_rotation}
-        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels"):
+        for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels", "k_mean", "v_mean",
+                     "k_query_rotation"):
             t = getattr(self, name)
             if t is not None:
                 tensors[name] = t.float().contiguous()
-        meta = {"format": FORMAT, "library_version": __version__, **self.meta}
+        meta = {**self.meta, "format": FORMAT, "library_version": __version__}
         meta_str = {k: json.dumps(v) for k, v in meta.items()}
         # clone: K and V may be the same tensor (e.g. Hadamard for both), which safetensors refuses
         data = {k: v.detach().clone().contiguous() for k, v in tensors.items()}
@@ -185,7 +220,7 @@ class RotationSet:
                 meta[k] = json.loads(v)
             except json.JSONDecodeError:
                 meta[k] = v
-        if meta.get("format") != FORMAT:
+        if meta.get("format") not in FORMATS_READ:
             raise InputError(
                 f"{path} is not an oscar-kv rotation file (format {meta.get('format')!r}); "
                 "for the authors' per-layer .pt files use `oscarkv.rotation.import_rotationzoo`"

@@ -1,0 +1,126 @@
+"""A decode step of a transformers model over a paged ``OscarCache``, captured in a CUDA graph.
+
+Why a graph captured by the package rather than transformers' static-cache + ``torch.compile`` path:
+the paged cache's per-step work that depends on the step (block allocation, slot mappings, block
+tables) is host-side Python in ``kernels.MixedKVCache``; it runs *outside* the graph, writing into
+fixed-shape device buffers (``PagedState.make_static``: block tables as wide as the pool's capacity,
+split counts of the decode kernel sized for the capacity), and the graph replays everything else: the
+model's layers, the rotations, ``write_kv`` and ``decode_attention``. No compilation is needed and the
+Triton kernels run as they are. The pool is preallocated for ``max_tokens`` per row; a step past it
+raises ``StateError`` before anything is replayed.
+
+``GraphDecoder(model, cache)`` after a prefill; ``step(tokens)`` returns the next logits.
+``generate(model, cache, input_ids, ...)`` is a small greedy / sampling loop on top (``model.generate``
+works with the paged cache too, eagerly).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from ..errors import InputError, StateError
+
+
+def _cache_kwarg(model) -> str:
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+class GraphDecoder:
+    """One decode step (one token per row) of ``model`` over the paged ``cache``, replayed from a CUDA graph.
+
+    ``use_graph=False`` runs the same step eagerly on the same fixed buffers (CPU tests, debugging).
+    """
+
+    def __init__(self, model, cache, use_graph: bool | None = None):
+        st = getattr(cache, "paged", None)
+        if st is None or st.mgr is None:
+            raise StateError("GraphDecoder needs a paged OscarCache that holds a prefill: call "
+                             "enable_oscar_attention(model, cache) and run the prompt through the model first")
+        if getattr(model, "_oscar_enabled", None) is None:
+            raise StateError("GraphDecoder needs enable_oscar_attention(model, cache) first")
+        self.model, self.cache, self.state = model, cache, st
+        self.use_graph = (st.device.type == "cuda") if use_graph is None else use_graph
+        if self.use_graph and st.device.type != "cuda":
+            raise InputError("CUDA graphs need a CUDA model; pass use_graph=False on CPU")
+        if st.graph_capacity is None:
+            st.make_static()
+        b = st.batch
+        self.ids = torch.zeros(b, 1, dtype=torch.long, device=st.device)
+        self.pos = torch.zeros(b, 1, dtype=torch.long, device=st.device)
+        self.kw = {_cache_kwarg(model): cache, "use_cache": True}
+        self.graph = None
+        self.out = None
+        self._eager_steps = 0
+
+    def _forward(self):
+        return self.model(input_ids=self.ids, position_ids=self.pos, **self.kw).logits
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B] (the last sampled token of each row) -> logits [B, vocab] of the next position."""
+        st = self.state
+        self.ids.copy_(tokens.view(-1, 1))
+        self.pos.copy_(torch.tensor(st.row_lengths(), dtype=torch.long).view(-1, 1), non_blocking=True)
+        st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
+        st.preplanned = True
+        try:
+            if not self.use_graph or self._eager_steps < 1:  # first step eager: compiles the Triton kernels
+                self._eager_steps += 1
+                return self._forward()[:, -1]
+            if self.graph is None:
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self._forward()
+            self.graph.replay()
+            return self.out[:, -1]
+        finally:
+            st.preplanned = False
+
+
+def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None, generator=None):
+    if not do_sample:
+        return logits.argmax(-1)
+    x = logits.float() / max(temperature, 1e-5)
+    if top_k:
+        kth = torch.topk(x, min(top_k, x.shape[-1]), dim=-1).values[:, -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(x, -1), 1, generator=generator)[:, 0]
+
+
+@torch.no_grad()
+def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+             max_new_tokens: int = 32, do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+             generator=None, use_graph: bool | None = None, return_logits: bool = False):
+    """Prefill ``input_ids`` (left-padded rows with ``attention_mask``) through the paged ``cache``, then
+    ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, max_new_tokens] (and the
+    logits of every step with ``return_logits``). ``enable_oscar_attention(model, cache)`` must be on."""
+    if cache.get_seq_length() != 0:
+        raise StateError("generate needs an empty cache")
+    if cache.paged is None:
+        raise StateError("generate runs the paged backend: create OscarCache(..., backend='paged') or enable "
+                         "oscar attention on a CUDA model first")
+    st = cache.paged
+    need = input_ids.shape[1] + max_new_tokens
+    if st.max_tokens is not None and need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > st.max_tokens:
+        raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={st.max_tokens}; "
+                         "create the OscarCache with a larger max_tokens")
+    cache.set_padding(attention_mask)
+    pos = None
+    if attention_mask is not None:
+        pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    kw = {_cache_kwarg(model): cache, "use_cache": True}
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=1, **kw).logits[:, -1]
+    dec = GraphDecoder(model, cache, use_graph=use_graph)
+    toks, all_logits = [], []
+    for i in range(max_new_tokens):
+        if return_logits:
+            all_logits.append(logits.float().clone())
+        nxt = _sample(logits, do_sample, temperature, top_k, generator)
+        toks.append(nxt)
+        if i + 1 < max_new_tokens:
+            logits = dec.step(nxt)
+    out = torch.stack(toks, 1)
+    return (out, all_logits) if return_logits else out

@@ -1,0 +1,345 @@
+"""The paged backend of ``OscarCache``: K/V live in ``oscarkv.kernels`` pools, attention runs the kernels.
+
+Why a backend of ``OscarCache`` and not a separate ``Cache`` subclass: the user-facing object, its
+arguments (method, rotations, windows, page) and its window rule are the same on every device, so a user
+writes the same code on CPU and GPU (``OscarCache(...)`` + ``enable_oscar_attention(model, cache)``)
+and the device of the model picks the storage. What changes is only the storage of each layer
+(``PagedLayer`` instead of the reference ``MixedWindowLayer``) and the attention function's branch, and
+one object per cache (``PagedState``) holds what all layers share: the block manager
+(``kernels.MixedKVCache``: one set of block tables for all layers, one ``MixedKVPool`` per layer), each
+row's left padding, and the current forward's write plan and block tables.
+
+Protocol of one forward (``T`` new tokens per row, all layers):
+
+* layer 0's ``update`` calls ``PagedState.begin_forward(T)`` (unless a CUDA-graph runner planned the step
+  already): host-side block bookkeeping, slot mappings and block tables, copied to the device;
+* every layer's ``update`` rotates its new K/V (k @ R_K, v @ R_V, as the reference layer does) and keeps
+  them for the attention function, which (``PagedLayer.attend``)
+    - decode (T == 1 after a prefill): appends the new row with ``write_kv`` (which also demotes the
+      row leaving the recent window into INT2), then runs ``decode_attention`` over the pools: the
+      INT2 history is read as codes by the kernel, never dequantized to the model dtype;
+    - prefill / a chunk: attention over [cached past | chunk] with ``prefill_attention`` (plain causal
+      SDPA when there is no past), then ``write_kv`` of the chunk.
+  q is rotated by R_K; the output is rotated back by R_V^T unless R_V^T was folded into o_proj.
+
+Left padding: each row stores only its own tokens (the pools have no padding slots), so the kernels'
+per-sequence window rule applies to each row in its own positions, like the reference layer's.
+
+Departure from the reference cache (documented in ``OscarCache``): a multi-token chunk after the first
+prefill sees the past as it was held *before* the chunk (the spec's hybrid prefill, section 5.4); the
+reference cache shows it as held after the chunk's demotions. Single-token decode steps are identical.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from transformers.cache_utils import CacheLayerMixin
+
+from ..errors import InputError, StateError, UnsupportedError
+from ..methods import KVMethod, LayerPlan, rotate
+
+BLOCK_SIZE = 16
+
+
+def pool_page(mgr) -> int:
+    """The demotion page B of the kernels' block manager, read from its own window rule."""
+    f = getattr(mgr, "int2_len", None)
+    if f is None:
+        return mgr.block_size
+    base = mgr.sink + mgr.recent
+    got = [f(base + k) for k in range(4 * mgr.block_size)]
+    for b in (1, mgr.block_size):
+        if got == [b * (k // b) for k in range(4 * mgr.block_size)]:
+            return b
+    raise StateError("the kernels' block manager follows an unknown window rule; update oscarkv.cache.paged")
+
+
+def paged_support(method: KVMethod, head_dim: int, block_size: int = BLOCK_SIZE) -> str | None:
+    """None if the paged kernels can run ``method``; else the reason (one line)."""
+    if not method.quantized:
+        return "method bf16 has nothing to quantize (use transformers' own caches)"
+    if method.bits != 2 or method.key_axis != "token":
+        return f"the paged kernels store token-wise INT2 only (method {method.name!r})"
+    if method.levels != "uniform":
+        return "the paged kernels implement uniform levels only (not lloyd-max)"
+    if method.sink % block_size or method.recent % block_size or method.recent <= 0:
+        return f"sink ({method.sink}) and recent ({method.recent}) must be multiples of {block_size}, recent > 0"
+    if head_dim % 16 or head_dim & (head_dim - 1):
+        return f"head_dim must be a power of two >= 16, got {head_dim}"
+    g = min(method.group_size, head_dim)
+    if g % (head_dim // 4):
+        return f"group_size {method.group_size} must be a multiple of head_dim/4 = {head_dim // 4}"
+    return None
+
+
+class PagedState:
+    """What the layers of one paged cache share (see the module docstring)."""
+
+    def __init__(self, method: KVMethod, plans: list[LayerPlan], num_kv_heads: int, head_dim: int,
+                 max_tokens: int | None, kernel_backend: str = "auto"):
+        self.method, self.plans = method, plans
+        self.num_kv_heads, self.head_dim = num_kv_heads, head_dim
+        self.max_tokens = max_tokens
+        self.kernel_backend = kernel_backend
+        self.pad: torch.Tensor | None = None  # [B] host, set from the attention mask
+        self.mgr = None
+        self.pools: list = []
+        self.n = 0  # padded width: tokens per row including its left padding
+        self.preplanned = False  # a graph runner planned this forward already
+        self.graph_capacity: int | None = None  # static table width (graph mode)
+        self.cur = None  # this forward's plan: dict
+
+    # ------------------------------------------------------------------ allocation
+    def allocate(self, batch: int, device, dtype, prompt: int) -> None:
+        from ..kernels import MixedKVCache, MixedKVPool
+
+        if self.pad is None:
+            self.pad = torch.zeros(batch, dtype=torch.long)
+        if self.pad.shape[0] != batch:
+            raise InputError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {batch}")
+        cap = self.max_tokens
+        if cap is None:
+            cap = prompt + 4096
+        if prompt - int(self.pad.min()) > cap:
+            raise StateError(f"the prompt has {prompt} tokens but the paged OscarCache holds max_tokens={cap} per row; "
+                             "create it with OscarCache(..., max_tokens=N) for a larger N")
+        self.capacity = cap
+        s, w, bs = self.method.sink, self.method.recent, BLOCK_SIZE
+        page = pool_page(MixedKVCache(2, 2, block_size=bs, sink=s, recent=w))
+        per_q = -(-max(0, cap - s - w) // bs) + 1
+        # the hp tier holds the sink and a ring of W (page 1) or W + B slots (page-wise demotion)
+        self.max_hp_len = min(cap, s + w + (page - 1 if page > 1 else 0))
+        per_hp = -(-min(cap, s + w + (page if page > 1 else 0)) // bs) + 1
+        self.mgr = MixedKVCache(batch * per_q + 1, batch * per_hp + 1, block_size=bs, sink=s, recent=w)
+        self.page = pool_page(self.mgr)
+        for r in range(batch):
+            self.mgr.add(r)
+        self.pools = [
+            MixedKVPool.allocate(batch * per_q + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
+                                 p.k_cfg, p.v_cfg, dtype=dtype, device=device)
+            for p in self.plans
+        ]
+        self.max_q_blocks, self.max_hp_blocks = per_q, per_hp
+        self.batch, self.device = batch, device
+
+    def nbytes(self) -> int:
+        return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
+                                                               p.v_zero, p.k_hp, p.v_hp)) for p in self.pools)
+
+    def row_lengths(self) -> list[int]:
+        return [self.mgr.length(r) for r in range(self.batch)]
+
+    # ------------------------------------------------------------------ one forward
+    def begin_forward(self, t: int) -> None:
+        """Plan the writes of ``t`` new tokens per row (host side) and build this forward's tables."""
+        from ..kernels import OutOfBlocksError
+
+        rows = list(range(self.batch))
+        first = self.n == 0
+        pad = self.pad.tolist() if first else [0] * self.batch
+        if any(p >= t for p in pad) and first:
+            raise InputError("a row of the first forward is all padding; every row needs at least one real token")
+        counts = [t - p for p in pad]
+        lens = self.row_lengths()
+        over = [r for r in rows if lens[r] + counts[r] > self.capacity]
+        if over:
+            raise StateError(f"the paged OscarCache is full: row {over[0]} would hold {lens[over[0]] + counts[over[0]]} tokens, "
+                             f"max_tokens={self.capacity}; create it with OscarCache(..., max_tokens=N) for a larger N")
+        before = self.mgr.metadata(rows, self.device) if not first and t > 1 else None
+        try:
+            plan = self.mgr.plan_append(rows, counts)
+        except OutOfBlocksError as e:  # should not happen after the check above
+            raise StateError(f"the paged OscarCache ran out of blocks: {e}") from None
+        self.n += t
+        decode = t == 1 and not first
+        cur = {"t": t, "decode": decode, "before": before, "first": first}
+        if decode and self.graph_capacity is not None:
+            self._to_static(plan)
+            cur["plan"], cur["after"] = self.static_plan, self.static_meta
+        else:
+            cur["plan"] = plan.to(self.device)
+            cur["after"] = self.mgr.metadata(rows, self.device) if decode else None
+        if not decode:
+            # varlen packing of the real tokens of a [B, T] chunk (row-major, rows in order)
+            sel = torch.cat([torch.arange(r * t + pad[r], (r + 1) * t) for r in rows])
+            cur["sel"] = sel.to(self.device)
+            cur["cu"] = [0] + torch.tensor(counts).cumsum(0).tolist()
+        self.cur = cur
+
+    # ------------------------------------------------------------------ CUDA graphs
+    def make_static(self) -> None:
+        """Preallocate fixed-shape device tables (capacity-wide) so a decode step can be graph-captured."""
+        from ..kernels import DecodeMeta, WritePlan
+
+        b, dev = self.batch, self.device
+        z = lambda *s: torch.zeros(*s, dtype=torch.int32, device=dev)  # noqa: E731
+        m = lambda n: torch.full((n,), -1, dtype=torch.int64, device=dev)  # noqa: E731
+        s, w = self.method.sink, self.method.recent
+        self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_q_blocks), z(b),
+                                      self.max_hp_len, max(0, self.capacity - s - w))
+        # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page
+        nd = b * max(1, self.page)
+        self.static_plan = WritePlan(m(b), m(b), m(nd), m(nd), True)
+        self.static_pages = None
+        self.graph_capacity = self.capacity
+
+    def _to_static(self, plan) -> None:
+        rows = list(range(self.batch))
+        meta = self.mgr.metadata(rows, "cpu")
+        sm, sp = self.static_meta, self.static_plan
+        for dst, src in ((sm.hp_block_tables, meta.hp_block_tables), (sm.int2_block_tables, meta.int2_block_tables)):
+            full = torch.zeros(dst.shape, dtype=dst.dtype)
+            full[:, : src.shape[1]] = src
+            dst.copy_(full, non_blocking=True)
+        sm.hp_lens.copy_(meta.hp_lens, non_blocking=True)
+        sm.int2_lens.copy_(meta.int2_lens, non_blocking=True)
+        for name in ("hp_slots", "int2_slots", "demote_src", "demote_dst"):
+            dst, src = getattr(sp, name), getattr(plan, name)
+            full = torch.full(dst.shape, -1, dtype=dst.dtype)
+            full[: src.shape[0]] = src
+            dst.copy_(full, non_blocking=True)
+        if getattr(plan, "page_dst", None) is not None:
+            # the kernels' page view (tile16 layout): padded pages write into the reserved null block 0
+            from ..kernels import NULL_BLOCK
+
+            bs = self.mgr.block_size
+            npg = self.batch * (max(1, self.page) // bs + 2)
+            if self.static_pages is None:
+                self.static_pages = (torch.full((npg,), NULL_BLOCK, dtype=torch.int64, device=self.device),
+                                     torch.full((npg, bs), -1, dtype=torch.int64, device=self.device))
+                sp.page_dst, sp.page_src = self.static_pages
+            pd = torch.full((npg,), NULL_BLOCK, dtype=torch.int64)
+            ps = torch.full((npg, bs), -1, dtype=torch.int64)
+            pd[: plan.page_dst.shape[0]] = plan.page_dst
+            ps[: plan.page_src.shape[0]] = plan.page_src
+            sp.page_dst.copy_(pd, non_blocking=True)
+            sp.page_src.copy_(ps, non_blocking=True)
+        if not plan.fusable:
+            raise StateError("a decode step's write plan is not fusable; this should not happen")
+
+
+class PagedLayer(CacheLayerMixin):
+    """One layer's view of a ``PagedState``: rotates and hands K/V to the OSCAR attention function."""
+
+    is_sliding = False
+    supports_early_init = False
+
+    def __init__(self, state: PagedState, layer_idx: int, plan: LayerPlan):
+        super().__init__()
+        self.state, self.idx, self.plan = state, layer_idx, plan
+        self.rotated_outputs = True
+        self.fresh = False
+        self.pending = None
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        st = self.state
+        if st.mgr is None:
+            st.allocate(key_states.shape[0], key_states.device, key_states.dtype, key_states.shape[2])
+        self.device, self.dtype = key_states.device, key_states.dtype
+        self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
+        self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        self.batch_size = key_states.shape[0]
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.pending is not None:
+            raise StateError("the paged OscarCache needs the OSCAR attention function: call "
+                             "oscarkv.integrations.transformers.enable_oscar_attention(model, cache)")
+        st = self.state
+        if self.idx == 0 and not st.preplanned:
+            st.begin_forward(key_states.shape[2])
+        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        self.pending = (kr, vr)
+        self.fresh = True
+        return kr, vr
+
+    def _query_rotations(self, hq: int, dtype):
+        """R_K and R_V^T per query head [1 or Hq, d, d] on the layer's device, cached (no host-to-device
+        copy inside a captured CUDA graph)."""
+        key = (hq, dtype)
+        if getattr(self, "_rot_cache_key", None) != key:
+            def per_q(r, transpose):
+                if r is None:
+                    return None
+                r = r.transpose(-1, -2) if transpose else r
+                if r.shape[0] > 1:
+                    r = r.repeat_interleave(hq // r.shape[0], dim=0)
+                return r.to(self.device, dtype).contiguous()
+
+            self._rq, self._rvt = per_q(self.k_rot, False), per_q(self.v_rot, True)
+            self._rot_cache_key = key
+        return self._rq, self._rvt
+
+    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
+        """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
+        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
+        b, hq, t, d = query.shape
+        rq, rvt = self._query_rotations(hq, query.dtype)
+        out = self._attend(torch.matmul(query, rq) if rq is not None else query, scaling)
+        if unrotate_v and rvt is not None:  # o = o_rot @ R_V^T per head, the reference path's op
+            out = torch.matmul(out.transpose(1, 2), rvt).transpose(1, 2).contiguous()
+        return out
+
+    def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
+        from ..kernels import decode_attention, prefill_attention, write_kv
+
+        st, cur = self.state, self.state.cur
+        kr, vr = self.pending
+        self.pending = None
+        query = q
+        b, hq, t, d = q.shape
+        scale = scaling if scaling is not None else 1.0 / math.sqrt(d)
+        pool, kb = st.pools[self.idx], st.kernel_backend
+        if cur["decode"]:
+            write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)
+            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb)
+            return out[:, None]
+        sel = cur["sel"]
+        flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
+        qp, kp, vp = flat(q), flat(kr), flat(vr)
+        if cur["first"]:  # no cached past: causal attention within each row's own tokens
+            op = torch.empty_like(qp)
+            cu = cur["cu"]
+            g = hq // kp.shape[1]
+            for r in range(b):
+                s, e = cu[r], cu[r + 1]
+                x = lambda y: y[s:e].transpose(0, 1)[None]  # noqa: E731
+                # KV heads expanded to the query heads so that the flash / cuDNN backends take long prompts
+                # (O(T) memory); enable_gqa can send a long prompt to the O(T^2) math backend
+                kx = lambda y: x(y).repeat_interleave(g, dim=1) if g > 1 else x(y)  # noqa: E731
+                op[s:e] = F.scaled_dot_product_attention(x(qp), kx(kp), kx(vp), is_causal=True,
+                                                         scale=scale)[0].transpose(0, 1)
+        else:
+            op = prefill_attention(qp, kp, vp, cur["cu"], pool, cur["before"], sm_scale=scale)
+        write_kv(pool, kp, vp, cur["plan"], backend=kb)
+        out = query.new_zeros(b * t, hq, d)
+        out[sel] = op
+        return out.reshape(b, t, hq, d)
+
+    # ------------------------------------------------------------------ Cache API
+    def get_seq_length(self) -> int:
+        return self.state.n
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.state.n + query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        raise StateError("a paged OscarCache cannot be reset; create a new one")
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove:
+            raise UnsupportedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
+
+    def _unsupported(self, *a, **k):
+        raise UnsupportedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
+                                  "use greedy or sampling")
+
+    reorder_cache = batch_select_indices = batch_repeat_interleave = _unsupported

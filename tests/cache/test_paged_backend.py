@@ -1,0 +1,155 @@
+"""The paged backend (kernels' pools + kernels) equals the reference OscarCache path on CPU: torch
+reference kernels always, the Triton kernels under TRITON_INTERPRET=1 (CI sets it)."""
+
+import os
+
+import pytest
+import torch
+
+from oscarkv.cache import OscarCache
+from oscarkv.errors import InputError, StateError
+from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+KW = dict(sink=16, recent=16, group_size=32)
+
+
+def _prompts(lengths=(40, 23, 33), seed=5):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, 100, (1, n), generator=g) for n in lengths]
+
+
+def _left_pad(prompts):
+    n = max(p.shape[1] for p in prompts)
+    ids = torch.zeros(len(prompts), n, dtype=torch.long)
+    mask = torch.zeros(len(prompts), n, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
+    return ids, mask
+
+
+def run(model, cache, ids, mask=None, absorb=False, **gen):
+    enable_oscar_attention(model, cache, absorb_v_into_o_proj=absorb)
+    try:
+        kw = dict(max_new_tokens=20, do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=0)
+        kw.update(gen)
+        return model.generate(ids, attention_mask=mask, cache=cache, **kw)
+    finally:
+        disable_oscar_attention(model)
+
+
+def paged(config, name, rotations, **kw):
+    return OscarCache(config, name, rotations=rotations if name == "oscar" else None, backend="paged", **KW, **kw)
+
+
+def reference_like(config, cache_paged, rotations):
+    """The reference cache with the same method (including the page the paged pools use)."""
+    m = cache_paged.method
+    return OscarCache(config, m, rotations=rotations if m.name == "oscar" else None)
+
+
+@pytest.mark.parametrize("name", ["naive", "hadamard", "oscar"])
+def test_paged_equals_reference_greedy(model, config, rotations, name):
+    ids = _prompts((40,))[0]
+    p = paged(config, name, rotations)
+    got = run(model, p, ids)
+    want = run(model, reference_like(config, p, rotations), ids)
+    assert p.segments()["quantized"] > 0
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4
+
+
+def test_absorbed_v_rotation_equals_explicit(model, config, rotations):
+    ids = _prompts((40,))[0]
+    a = run(model, paged(config, "oscar", rotations), ids, absorb=True)
+    b = run(model, paged(config, "oscar", rotations), ids, absorb=False)
+    assert torch.equal(a.sequences, b.sequences)
+    assert max((x - y).abs().max() for x, y in zip(a.logits, b.logits)) < 1e-4
+
+
+def test_left_padded_batch_equals_each_row_alone(model, config, rotations):
+    prompts = _prompts()
+    ids, mask = _left_pad(prompts)
+    batched = run(model, paged(config, "oscar", rotations), ids, mask)
+    for b, pr in enumerate(prompts):
+        p = paged(config, "oscar", rotations)
+        alone = run(model, reference_like(config, p, rotations), pr)
+        assert torch.equal(batched.sequences[b, ids.shape[1]:], alone.sequences[0, pr.shape[1]:]), f"row {b}"
+        assert max((lb[b] - la[0]).abs().max() for lb, la in zip(batched.logits, alone.logits)) < 1e-4
+
+
+def test_sampling_equals_reference(model, config, rotations):
+    ids = _prompts((40,))[0]
+    p = paged(config, "oscar", rotations)
+    torch.manual_seed(3)
+    got = run(model, p, ids, do_sample=True, top_k=20, temperature=0.8)
+    torch.manual_seed(3)
+    want = run(model, reference_like(config, p, rotations), ids, do_sample=True, top_k=20, temperature=0.8)
+    assert torch.equal(got.sequences, want.sequences)
+
+
+def test_pool_runs_out_with_a_clear_error(model, config, rotations):
+    ids = _prompts((40,))[0]
+    with pytest.raises(StateError, match="max_tokens=48"):
+        run(model, paged(config, "naive", None, max_tokens=48), ids)
+
+
+def test_unsupported_methods_are_refused_before_work(config):
+    with pytest.raises(InputError, match="multiples of 16"):
+        OscarCache(config, "naive", sink=4, recent=8, backend="paged")
+    with pytest.raises(InputError, match="token-wise INT2"):
+        OscarCache(config, "kivi", backend="paged", **KW)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton on CPU needs TRITON_INTERPRET=1")
+def test_triton_kernels_equal_reference(model, config, rotations):
+    prompts = _prompts((37, 21))
+    ids, mask = _left_pad(prompts)
+    p = paged(config, "oscar", rotations, kernel_backend="triton")
+    got = run(model, p, ids, mask, max_new_tokens=6)
+    q = paged(config, "oscar", rotations, kernel_backend="torch")
+    want = run(model, q, ids, mask, max_new_tokens=6)
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-3
+
+
+def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations):
+    """oscarkv.cache.graph's loop (the CUDA-graph step, run eagerly on CPU) == model.generate."""
+    from oscarkv.cache.graph import generate
+
+    prompts = _prompts()
+    ids, mask = _left_pad(prompts)
+    want = run(model, paged(config, "oscar", rotations), ids, mask)
+    c = paged(config, "oscar", rotations, max_tokens=64)
+    enable_oscar_attention(model, c)
+    try:
+        toks, logits = generate(model, c, ids, mask, max_new_tokens=20, use_graph=False, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
+    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
+    with pytest.raises(StateError, match="max_tokens=64"):
+        c2 = paged(config, "oscar", rotations, max_tokens=64)
+        enable_oscar_attention(model, c2)
+        try:
+            generate(model, c2, ids, mask, max_new_tokens=40, use_graph=False)
+        finally:
+            disable_oscar_attention(model)
+
+
+def test_auto_backend_stays_reference_on_cpu(model, config, rotations):
+    c = OscarCache(config, "oscar", rotations=rotations, **KW)
+    enable_oscar_attention(model, c)
+    try:
+        assert c.paged is None and c.backend == "auto"
+        assert model.config._attn_implementation == "oscar_sdpa"
+    finally:
+        disable_oscar_attention(model)
+
+
+def test_centered_rotation_files_are_refused_on_the_paged_path(config, rotations):
+    import copy
+
+    rot = copy.copy(rotations)
+    rot.k_mean = torch.zeros(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
+    with pytest.raises(InputError, match="centering"):
+        OscarCache(config, "oscar", rotations=rot, backend="paged", **KW)
