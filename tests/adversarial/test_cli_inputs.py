@@ -53,6 +53,10 @@ def _err(capsys):
     (["ablate", "--out-dir", "/proc/ablate"], "cannot be written"),
     (["ablate", "--context", "0"], "--context: must be positive"),
     (["nonsense"], "invalid choice"),
+    (["eval", "--task", "passkey", "--depths", "0.5,1.5"], "depth 1.5 is outside [0, 1]"),
+    (["eval", "--task", "passkey", "--depths", "nan"], "outside [0, 1]"),
+    (["eval", "--task", "passkey", "--trials", "0"], "--trials: must be positive"),
+    (["run", "--calib-tokens", "0"], "--calib-tokens: must be positive"),
     (["eval", "--methods", "naive,hadamard"], "--methods must include bf16"),
 ])
 def test_bad_arguments_refused_before_loading(argv, match, capsys, no_model_load, tmp_path, monkeypatch):
