@@ -37,14 +37,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .quant import QuantConfig, dequantize, effective_bits_per_element, kv_cache_bytes, quantize
-from .rotation import RotationSet, hadamard
+from .calibrate.clip import DEFAULT_CLIP_K, DEFAULT_CLIP_V
+from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
+from .rotation import RotationSet, hadamard, rotate, unrotate
 from .rotation.centering import center, uncenter
 from .errors import InputError
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar", "oscar-plus")
 CENTER_MODES = ("off", "on", "auto")  # auto: centered iff the rotation file has calibrated means
-DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2)
 CLIP_MODES = ("fitted", "default", "off")
 
 
@@ -114,10 +114,8 @@ class KVMethod:
     def bits_per_element(self, context: int, head_dim: int) -> float:
         if not self.quantized:
             return 16.0
-        q = self.mean_quantized_tokens(context)
-        g = min(self.group_size, head_dim)
-        int_bits = self.bits + 2.0 * self.scale_bits() / g
-        return (q * int_bits + (context - q) * 16.0) / context
+        int_bits = int_region_bits(self.bits, self.group_size, self.scale_bits(), head_dim)
+        return mixed_bits_per_element(context, self.mean_quantized_tokens(context), int_bits)
 
     def kv_bytes(self, context: int, num_layers: int, num_kv_heads: int, head_dim: int, batch: int = 1) -> int:
         return kv_cache_bytes(context, num_layers, num_kv_heads, head_dim, self.bits_per_element(context, head_dim), batch)
@@ -290,19 +288,6 @@ def parse_methods(spec: str, **kw) -> list[KVMethod]:
 
 
 # ------------------------------------------------------------------- reference ops
-def rotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    """x [B, H, T, d] @ R ([R, d, d], R in {1, H}) -> rotated rows, same dtype as x."""
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype))
-
-
-def unrotate(x: torch.Tensor, r: torch.Tensor | None) -> torch.Tensor:
-    if r is None:
-        return x
-    return torch.matmul(x, r.to(x.dtype).transpose(-1, -2))
-
-
 def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, mean: torch.Tensor | None = None):
     """Token-wise: (center,) rotate, then quantize rows of x [B, H, T, d]. Returns packed rows of
     (x - mean) @ R (rotated, centered basis)."""
@@ -316,20 +301,3 @@ def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, r
     transform r = M is not orthogonal (reading back is x @ M^-1 = x @ r_query^T)."""
     xh = dequantize(quantize_rows(x, cfg, r, mean), cfg)
     return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)
-
-
-def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig):
-    """KIVI keys: k [B, H, T, d] with T a multiple of cfg.group_size, quantized per channel over each
-    block of group_size tokens. Returns packed rows of shape [B, H, T/G, d, G] (one row per channel)."""
-    b, h, t, d = k.shape
-    g = cfg.group_size
-    if t % g:
-        raise InputError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
-    blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
-    return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
-
-
-def dequantize_key_blocks(q, dtype=torch.float32) -> torch.Tensor:
-    x = dequantize(q)  # [B, H, nb, d, G]
-    b, h, nb, d, g = x.shape
-    return x.transpose(-1, -2).reshape(b, h, nb * g, d).to(dtype)

@@ -6,7 +6,8 @@ import torch
 from transformers import AttentionInterface, DynamicCache
 
 from oscarkv.cache import OscarCache
-from oscarkv.methods import dequantize_key_blocks, fake_quant_rows, make_method, quantize_key_blocks
+from oscarkv.methods import fake_quant_rows, make_method
+from oscarkv.quant import dequantize_key_blocks, quantize_key_blocks
 
 REF = "oscarkv_test_reference"
 

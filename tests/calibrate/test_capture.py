@@ -1,6 +1,5 @@
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from oscarkv.calibrate import attention_dims, calibrate, capture_attention, capture_qkv
 from oscarkv.calibrate.capture import AttentionDims, check_all_layers
@@ -56,10 +55,8 @@ def test_capture_restores_on_error(tiny):
 
 
 def test_clear_errors(tiny, ids):
-    cfg = LlamaConfig(num_hidden_layers=1, hidden_size=96, num_attention_heads=2, num_key_value_heads=1,
-                      intermediate_size=32, vocab_size=100)  # head_dim 48
     with pytest.raises(ValueError, match="power of two"):
-        attention_dims(LlamaForCausalLM(cfg))
+        attention_dims(tiny(layers=1, hidden_size=96, num_attention_heads=2, num_key_value_heads=1, head_dim=48), power_of_two=True)
     with pytest.raises(ValueError, match="fewer than head_dim"):
         calibrate(tiny(), ids[:20], progress=False)
     with pytest.raises(ValueError, match="never reached"):

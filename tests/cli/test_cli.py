@@ -9,9 +9,9 @@ from oscarkv.cli.main import main
 
 
 @pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory):
+def tiny_ckpt(tmp_path_factory, tiny):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     from oscarkv.data import builtin_text
 
@@ -24,15 +24,11 @@ def tiny_ckpt(tmp_path_factory):
     tok.train_from_iterator([builtin_text("pydoc-calib")[:200_000]], trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     fast.save_pretrained(d)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                      num_hidden_layers=2, intermediate_size=64, vocab_size=len(fast), max_position_embeddings=2048)
-    LlamaForCausalLM(cfg).save_pretrained(d)
+    tiny(vocab_size=len(fast), max_position_embeddings=2048).save_pretrained(d)
     return d
 
 
 def test_calibrate_eval_inspect(tiny_ckpt, tmp_path, capsys):
-    torch.set_num_threads(1)
     rot = tmp_path / "rot.safetensors"
     assert main(["calibrate", "--model", str(tiny_ckpt), "--out", str(rot), "--tokens", "512", "--seq-len", "256"]) == 0
     assert rot.exists()
@@ -70,13 +66,10 @@ def test_errors_are_one_line_messages(tiny_ckpt, tmp_path, capsys):
     assert "shorter --context" in capsys.readouterr().err
 
 
-def test_rotation_for_another_model_is_refused(tiny_ckpt, tmp_path, capsys):
-    from transformers import LlamaConfig
-
+def test_rotation_for_another_model_is_refused(tiny_ckpt, tmp_path, capsys, make_config):
     from oscarkv.rotation import RotationSet, config_hash, hadamard
 
-    other = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                        num_hidden_layers=3, intermediate_size=64, vocab_size=300)
+    other = make_config(layers=3, vocab_size=300)
     h = hadamard(32, torch.float32).expand(3, 1, 32, 32).clone()
     p = RotationSet(h, h, meta={"config_hash": config_hash(other), "model_id": "other"}).save(tmp_path / "o.safetensors")
     assert main(["eval", "--model", str(tiny_ckpt), "--rotations", str(p), "--methods", "bf16,oscar"]) == 2

@@ -5,27 +5,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from oscarkv.eval import ablate
 from oscarkv.eval.ablate import Ablator, derive_composition, format_ablation, plot_ablation, run_one
 from oscarkv.rotation import oscar_rotation
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
-def ab():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                      num_hidden_layers=2, intermediate_size=64, vocab_size=100)
-    model = LlamaForCausalLM(cfg).eval()
+def ab(tiny):
+    model = tiny()
     g = torch.Generator().manual_seed(1)
     calib = {"pydoc-calib": torch.randint(0, 100, (256,), generator=g),
              "stdlib-docstrings": torch.randint(0, 100, (128,), generator=g)}

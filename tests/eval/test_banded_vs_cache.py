@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from oscarkv.cache import OscarCache
 from oscarkv.eval.banded import banded_logits
@@ -11,11 +10,9 @@ from oscarkv.rotation import RotationSet, config_hash
 
 
 @pytest.fixture(scope="module")
-def setup():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                      num_hidden_layers=2, intermediate_size=64, vocab_size=100)
-    model = LlamaForCausalLM(cfg).eval()
+def setup(tiny):
+    model = tiny()
+    cfg = model.config
     g = torch.Generator().manual_seed(1)
     orth = lambda: torch.linalg.qr(torch.randn(2, 1, 32, 32, generator=g))[0]  # noqa: E731
     rot = RotationSet(k_rotation=orth(), v_rotation=orth(), k_clip=torch.full((2,), 0.9),
@@ -37,7 +34,6 @@ def decode_step_by_step(model, cache, ids, prefill=1):
 @pytest.mark.parametrize("name", ["bf16", "naive", "hadamard", "kivi", "int4", "oscar"])
 @pytest.mark.parametrize("sink,recent,page", [(4, 8, 16), (0, 0, 1), (3, 1, 1), (3, 1, 4)])
 def test_banded_equals_decoding(setup, name, sink, recent, page):
-    torch.set_num_threads(1)
     model, rot, ids = setup
     method = make_method(name, sink=sink, recent=recent, group_size=16, page=page)
     fast = banded_logits(model, ids, method, rot)

@@ -5,7 +5,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from oscarkv.eval.passkey import (
     build_prompt,
@@ -34,19 +33,9 @@ class CharTokenizer:
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                      num_hidden_layers=2, intermediate_size=64, vocab_size=100, max_position_embeddings=4096)
-    return SimpleNamespace(model=LlamaForCausalLM(cfg).eval(), tokenizer=CharTokenizer())
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def lm(tiny):
+    model = tiny(head_dim=16, hidden_size=64, max_position_embeddings=4096)
+    return SimpleNamespace(model=model, tokenizer=CharTokenizer())
 
 
 HAY = "the quick brown fox jumps over the lazy dog. " * 40
@@ -101,24 +90,24 @@ def test_exact_match_only():
     assert not is_correct(" 1234", "12345")
 
 
-def test_generation_goes_through_the_cache(tiny):
+def test_generation_goes_through_the_cache(lm):
     """The chunked prefill + generate equals plain greedy generation for bf16 (no quantization)."""
-    tok = tiny.tokenizer
+    tok = lm.tokenizer
     p = build_prompt(tok, tok.encode(HAY), 320, 0.5, "54321")
-    ours = generate_answer(tiny.model, tok, p, make_method("bf16"), chunk=64, max_new_tokens=6)
-    ref = tiny.model.generate(p.ids[None], attention_mask=torch.ones(1, 320, dtype=torch.long),
+    ours = generate_answer(lm.model, tok, p, make_method("bf16"), chunk=64, max_new_tokens=6)
+    ref = lm.model.generate(p.ids[None], attention_mask=torch.ones(1, 320, dtype=torch.long),
                               max_new_tokens=6, do_sample=False, pad_token_id=0)
     assert ours == tok.decode(ref[0, 320:])
     # a quantized cache changes what the tiny model reads (and usually what it writes): it must at
     # least run and return the requested number of characters
-    q = generate_answer(tiny.model, tok, p, make_method("naive", sink=0, recent=0, group_size=16), chunk=64,
+    q = generate_answer(lm.model, tok, p, make_method("naive", sink=0, recent=0, group_size=16), chunk=64,
                         max_new_tokens=6)
     assert len(q) == 6
 
 
-def test_run_passkey_end_to_end(tiny):
+def test_run_passkey_end_to_end(lm):
     methods = [make_method(n, sink=4, recent=16, group_size=16) for n in ("bf16", "naive", "hadamard", "kivi")]
-    res = run_passkey(tiny, methods, None, lengths=[320, 400], depths=(0.1, 0.9), trials=1, chunk=64,
+    res = run_passkey(lm, methods, None, lengths=[320, 400], depths=(0.1, 0.9), trials=1, chunk=64,
                       haystack=HAY, progress=False, max_new_tokens=4)
     assert res["task"] == "passkey" and res["lengths"] == [320, 400]
     assert {(r["method"], r["length"]) for r in res["results"]} == {(m.name, n) for m in methods for n in (320, 400)}

@@ -5,6 +5,7 @@ from oscarkv.quant import (
     QuantConfig,
     dequantize,
     effective_bits_per_element,
+    fake_quantize,
     kv_cache_bytes,
     pack_codes,
     quantize,
@@ -112,3 +113,12 @@ def test_effective_bits_matches_paper():
     assert effective_bits_per_element(131072, sink=0, recent=0, bits=4) == pytest.approx(4.25)
     assert effective_bits_per_element(100, sink=64, recent=256) == 16.0
     assert kv_cache_bytes(1000, 2, 3, 64, 16.0) == 2 * 1000 * 2 * 3 * 64 * 2
+
+
+@pytest.mark.parametrize("levels", [None, (0.0, 0.8, 2.2, 3.0)])
+@pytest.mark.parametrize("clip", [None, 0.9])
+def test_fake_quantize_is_quantize_then_dequantize(levels, clip):
+    """The unpacked fast path (evaluation, clip search) gives exactly the serving path's values."""
+    x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(4)) * 3 + 1
+    cfg = QuantConfig(2, 32, clip, "float16", levels)
+    assert torch.equal(fake_quantize(x, cfg), dequantize(quantize(x, cfg), cfg))

@@ -79,3 +79,15 @@ def test_hadamard_spreads_outlier_for_int2():
     plain = (dequantize(quantize(x, cfg)) - x).pow(2).mean()
     rot = (dequantize(quantize(x @ h, cfg)) @ h.T - x).pow(2).mean()
     assert rot < plain / 2
+
+
+@pytest.mark.parametrize("comp", ["u", "u_h", "u_h_pbr"])
+def test_recover_eigenvectors_inverts_compose(comp):
+    from oscarkv.rotation import compose, eigh_sorted, recover_eigenvectors
+
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(400, 16, generator=g, dtype=torch.float64) * torch.linspace(0.2, 4, 16, dtype=torch.float64)
+    lam, u = eigh_sorted(a.T @ a / 400)
+    r = compose(u, lam, comp)
+    assert (recover_eigenvectors(r, lam, comp) - u).abs().max() < 1e-12
+    assert recover_eigenvectors(r, lam, "h") is None

@@ -26,10 +26,10 @@ def test_centering_is_exact_for_attention():
     assert torch.allclose(got, want, atol=1e-9)
     # rotated basis: stored (x - m) R, output + m R, then rotated back
     r = torch.linalg.qr(torch.randn(hkv, d, d, generator=g, dtype=torch.float64))[0]
-    from oscarkv.integrations.transformers import _per_query_head
-    rq = _per_query_head(r, hq // hkv)
-    out = _attn(q @ rq, center(k, mk) @ r, center(v, mv) @ r)
-    out = add_value_mean(out, rotated_mean(mv, r)) @ rq.transpose(-1, -2)
+    from oscarkv.rotation import rotate, unrotate
+
+    out = _attn(rotate(q, r), center(k, mk) @ r, center(v, mv) @ r)  # query head h: its KV head's R
+    out = unrotate(add_value_mean(out, rotated_mean(mv, r)), r)
     assert torch.allclose(out, want, atol=1e-9)
     # [B, T, H, d] layout
     o2 = add_value_mean(_attn(q, center(k, mk), center(v, mv)).transpose(1, 2), mv, heads_dim=2)

@@ -25,16 +25,9 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import CacheLayerMixin
 
-from ..methods import (
-    KVMethod,
-    LayerPlan,
-    dequantize_key_blocks,
-    quantize_key_blocks,
-    quantize_rows,
-    rotate,
-    unrotate,
-)
-from ..quant import dequantize
+from ..methods import KVMethod, LayerPlan, quantize_rows
+from ..quant import dequantize, dequantize_key_blocks, quantize_key_blocks
+from ..rotation import rotate, unrotate
 from ..rotation.centering import center, uncenter
 from .store import RowStore
 from ..errors import InputError, UnsupportedError

@@ -39,7 +39,8 @@ import torch.nn.functional as F
 from transformers.cache_utils import CacheLayerMixin
 
 from ..errors import InputError, StateError, UnsupportedError
-from ..methods import KVMethod, LayerPlan, rotate
+from ..methods import KVMethod, LayerPlan
+from ..rotation import expand_heads, rotate, unrotate
 
 BLOCK_SIZE = 16
 
@@ -258,31 +259,24 @@ class PagedLayer(CacheLayerMixin):
         self.fresh = True
         return kr, vr
 
-    def _query_rotations(self, hq: int, dtype):
-        """R_K and R_V^T per query head [1 or Hq, d, d] on the layer's device, cached (no host-to-device
-        copy inside a captured CUDA graph)."""
-        key = (hq, dtype)
-        if getattr(self, "_rot_cache_key", None) != key:
-            def per_q(r, transpose):
-                if r is None:
-                    return None
-                r = r.transpose(-1, -2) if transpose else r
-                if r.shape[0] > 1:
-                    r = r.repeat_interleave(hq // r.shape[0], dim=0)
-                return r.to(self.device, dtype).contiguous()
+    def _query_rotations(self, hq: int):
+        """R_K and R_V per query head [1 or Hq, d, d] (``rotation.expand_heads``) on the layer's device,
+        cached (no host-to-device copy inside a captured CUDA graph)."""
+        if getattr(self, "_rot_cache_key", None) != hq:
+            def per_q(r):
+                return None if r is None else expand_heads(r, hq).to(self.device, torch.float32).contiguous()
 
-            self._rq, self._rvt = per_q(self.k_rot, False), per_q(self.v_rot, True)
-            self._rot_cache_key = key
-        return self._rq, self._rvt
+            self._rq, self._rv = per_q(self.k_rot), per_q(self.v_rot)
+            self._rot_cache_key = hq
+        return self._rq, self._rv
 
     def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
         in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
-        b, hq, t, d = query.shape
-        rq, rvt = self._query_rotations(hq, query.dtype)
-        out = self._attend(torch.matmul(query, rq) if rq is not None else query, scaling)
-        if unrotate_v and rvt is not None:  # o = o_rot @ R_V^T per head, the reference path's op
-            out = torch.matmul(out.transpose(1, 2), rvt).transpose(1, 2).contiguous()
+        rq, rv = self._query_rotations(query.shape[1])
+        out = self._attend(rotate(query, rq), scaling)
+        if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
+            out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
 
     def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Offline calibration: capture q/k/v, streaming covariances, OSCAR rotations, clip ratios, Lloyd-Max levels."""
 
 from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
-from .clip import DEFAULT_CLIP_GRID
+from .clip import DEFAULT_CLIP_GRID, DEFAULT_CLIP_K, DEFAULT_CLIP_V
 from .core import LEVELS, REL_ERROR_LIMIT, CalibrationStats, build_rotations, calibrate, collect_stats, make_batches, quality_warning
 from .inspect import format_inspect, inspect_rotations, plot_spectra
 from .lloyd import fit_levels, fit_layer_levels
@@ -9,6 +9,8 @@ from .lloyd import fit_levels, fit_layer_levels
 __all__ = [
     "AttentionDims",
     "DEFAULT_CLIP_GRID",
+    "DEFAULT_CLIP_K",
+    "DEFAULT_CLIP_V",
     "LEVELS",
     "attention_dims",
     "CalibrationStats",

@@ -11,52 +11,14 @@ exactly the tensors of spec section 1.1: post-RoPE Q ``[B, H_q, T, d]``, post-Ro
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from ..errors import InputError
 
+from ..dims import AttentionDims, attention_dims, text_config
+
 CAPTURE_IMPL = "oscarkv_capture"
-
-
-@dataclass(frozen=True)
-class AttentionDims:
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-
-    @property
-    def group(self) -> int:
-        return self.num_heads // self.num_kv_heads
-
-
-def text_config(model):
-    cfg = model.config
-    return getattr(cfg, "get_text_config", lambda: cfg)()
-
-
-def attention_dims(model) -> AttentionDims:
-    """Layer/head counts from the model config, with clear errors for shapes OSCAR cannot handle."""
-    cfg = text_config(model)
-    try:
-        n_layers, n_heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
-    except AttributeError:
-        raise InputError(
-            f"{type(model).__name__} has no num_hidden_layers/num_attention_heads in its config; "
-            "calibration supports decoder-only transformers models (Llama, Qwen2, Qwen3, ...)"
-        ) from None
-    n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_heads)
-    d = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
-    if n_heads % n_kv:
-        raise InputError(f"{n_heads} query heads are not a multiple of {n_kv} KV heads")
-    if d <= 0 or d & (d - 1):
-        raise InputError(
-            f"head_dim {d} is not a power of two; OSCAR's Hadamard-based rotations need a power-of-two "
-            "head_dim (e.g. 32, 64, 128, 256)"
-        )
-    return AttentionDims(n_layers, n_heads, n_kv, d)
 
 
 def _register(fn: Callable) -> None:
@@ -120,7 +82,7 @@ def check_all_layers(seen: set[int], dims: AttentionDims, model) -> None:
 @torch.no_grad()
 def capture_qkv(model, input_ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(q, k, v) per layer for one batch ``input_ids [B, T]`` (float32, on CPU). For tests and evaluation."""
-    dims = attention_dims(model)
+    dims = attention_dims(model, power_of_two=True)
     out: dict[int, tuple] = {}
 
     def cb(layer, q, k, v):

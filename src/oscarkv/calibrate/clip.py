@@ -18,11 +18,11 @@ from dataclasses import replace
 
 import torch
 
-from ..methods import rotate
-from ..quant import QuantConfig, dequantize, quantize
-from ..quant.format import _dtype
+from ..quant import QuantConfig, clamp_rows, clip_index, fake_quantize
+from ..rotation import rotate
 from ..errors import InputError
 
+DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2), used when not fitted
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
 
 
@@ -39,11 +39,6 @@ def clip_config(base: QuantConfig, rho: float) -> QuantConfig:
     return replace(base, clip_ratio=rho if rho < 1.0 else None)
 
 
-def _effective(rho: float, d: int) -> int:
-    """Candidates with the same sort index clip identically; index d - 1 (tau = max|x|) is a no-op."""
-    return d - 1 if rho >= 1.0 else min(int(rho * d), d - 1)
-
-
 def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tensor:
     """metric(e) summed error for each candidate; x are rotated float32 rows ``[..., d]``.
 
@@ -56,32 +51,13 @@ def grid_errors(x: torch.Tensor, grid, base: QuantConfig, metric) -> torch.Tenso
     done: dict[int, float] = {}
     out = []
     for rho in grid:
-        key = _effective(rho, d)
+        key = clip_index(rho, d)  # candidates with the same sort index clip identically
         if key not in done:
-            tau = srt[..., key : key + 1]
-            xc = x if rho >= 1.0 else torch.maximum(torch.minimum(x, tau), -tau)
-            e = (_fake_quant_uniform(xc, cfg) - x).double()
+            xc = x if rho >= 1.0 else clamp_rows(x, srt[..., key : key + 1])
+            e = (fake_quantize(xc, cfg) - x).double()  # fake_quantize: no packing (the hot loop)
             done[key] = float(metric(e))
         out.append(done[key])
     return torch.tensor(out, dtype=torch.float64)
-
-
-def _fake_quant_uniform(x: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
-    """dequantize(quantize(x, cfg), cfg) for uniform levels and already-clipped rows, without packing the
-    codes (the clip search's hot loop). Same rounding of scale and zero to their storage dtype, same codes
-    (tests/calibrate/test_clip.py checks it against the serving path)."""
-    if cfg.levels is not None:
-        return dequantize(quantize(x, cfg), cfg)
-    d = x.shape[-1]
-    g = cfg.group(d)
-    sdt = _dtype(cfg.scale_dtype)
-    xg = x.reshape(*x.shape[:-1], d // g, g)
-    lo, hi = xg.amin(-1), xg.amax(-1)
-    top = cfg.n_levels - 1
-    scale = ((hi - lo).clamp_min(1e-8) / top).to(sdt).float()[..., None]
-    zero = lo.to(sdt).float()[..., None]
-    codes = torch.floor((xg - zero) / scale + 0.5).clamp_(0, top)
-    return (zero + scale * codes).reshape(x.shape)
 
 
 def pick(grid, errors: torch.Tensor) -> float:

@@ -23,11 +23,19 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..methods import DEFAULT_CLIP_K, DEFAULT_CLIP_V, rotate
 from ..quant import QuantConfig
-from ..rotation import COMPOSITIONS, RotationSet, config_hash, key_rescale, orthogonality_error, oscar_rotation
+from ..rotation import COMPOSITIONS, RotationSet, config_hash, key_rescale, orthogonality_error, oscar_rotation, rotate
 from .capture import attention_dims, capture_attention, check_all_layers, run_forward
-from .clip import DEFAULT_CLIP_GRID, KeyClipSearch, check_grid, clip_config, pick, value_clip_errors
+from .clip import (
+    DEFAULT_CLIP_GRID,
+    DEFAULT_CLIP_K,
+    DEFAULT_CLIP_V,
+    KeyClipSearch,
+    check_grid,
+    clip_config,
+    pick,
+    value_clip_errors,
+)
 from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance
 from ..rotation.centering import center as center_rows
@@ -93,7 +101,7 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
     and a bounded uniform token sample. Memory is independent of the number of tokens."""
     if sample_tokens < 1:
         raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
-    dims = attention_dims(model)
+    dims = attention_dims(model, power_of_two=True)
     d, L = dims.head_dim, dims.num_layers
     batches = make_batches(input_ids, seq_len, batch_size)
     n_tokens = sum(b.numel() for b in batches)
@@ -322,7 +330,7 @@ def calibrate(
         raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
         raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
-    QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model).head_dim)
+    QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model, power_of_two=True).head_dim)
     check_grid(clip_grid)
     stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
     return build_rotations(stats, composition, group_size, bits, scale_dtype, fit_clip, per_head, levels, center,

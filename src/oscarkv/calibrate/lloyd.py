@@ -14,26 +14,19 @@ from __future__ import annotations
 
 import torch
 
-from ..quant import QuantConfig, clip_rows
-from ..quant.format import _dtype
+from ..quant import QuantConfig, group_scale_zero
 
 
 def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """(u, scale) per value, both shaped like ``x``: the same clip, grouping and scale/zero rounding as
-    ``quant.format.quantize`` (kept in step with it by tests/calibrate/test_lloyd.py).
+    """(u, scale) per value, both shaped like ``x``: clip, grouping and scale/zero from
+    ``quant.group_scale_zero``, the function ``quantize`` uses.
 
     u is the position of the *unclipped* value (it can leave [0, 2**bits - 1] where clipping acted):
     the error that matters is against the original value, and clipped values still get the same
     nearest level (the end one) as their clipped position. Fitting on clipped positions instead
     pulled the end levels inward and made held-out errors worse than uniform."""
-    d = x.shape[-1]
-    g = cfg.group(d)
-    sdt = _dtype(cfg.scale_dtype)
-    xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
-    xg = xf.reshape(*xf.shape[:-1], d // g, g)
-    lo, hi = xg.amin(-1), xg.amax(-1)
-    scale = ((hi - lo).clamp_min(1e-8) / (cfg.n_levels - 1)).to(sdt).float()[..., None]
-    zero = lo.to(sdt).float()[..., None]
+    xg, scale, zero = group_scale_zero(x, cfg)
+    scale, zero = scale.float()[..., None], zero.float()[..., None]
     u = (x.float().reshape(xg.shape) - zero) / scale
     return u.reshape(x.shape), scale.expand_as(xg).reshape(x.shape)
 

@@ -36,7 +36,7 @@ class RowMean:
 
     def mean(self) -> torch.Tensor:
         if self.count == 0:
-            raise ValueError("no rows were accumulated")
+            raise InputError("no rows were accumulated")
         return self.sum / self.count
 
 

@@ -19,13 +19,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..methods import (
-    KVMethod,
-    LayerPlan,
-    dequantize_key_blocks,
-    fake_quant_rows,
-    quantize_key_blocks,
-)
+from ..dims import attention_dims
+from ..methods import KVMethod, LayerPlan, fake_quant_rows
+from ..quant import dequantize_key_blocks, quantize_key_blocks
 from ..rotation import RotationSet
 from ..errors import InputError
 
@@ -105,11 +101,10 @@ def banded_logits(model, input_ids: torch.Tensor, method: KVMethod, rotations: R
     """Logits [B, T, V] of one forward that attends like decoding through ``method``'s cache."""
     from transformers import AttentionInterface
 
-    cfg = model.config.get_text_config()
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    dims = attention_dims(model)
     if rotations is not None and method.rotation == "calibrated":
         rotations.check_model(model.config)
-    fn = BandedAttention(method, rotations, head_dim, cfg.num_hidden_layers, q_chunk)
+    fn = BandedAttention(method, rotations, dims.head_dim, dims.num_layers, q_chunk)
     AttentionInterface.register(ATTN_NAME, fn)
     prev = model.config._attn_implementation
     model.set_attn_implementation(ATTN_NAME)

@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..dims import attention_dims
 from ..methods import KVMethod
-from ..quant import kv_cache_bytes
+from ..quant import int_region_bits, kv_cache_bytes, mixed_bits_per_element
 from ..rotation import RotationSet
 from .banded import banded_logits
 from ..errors import InputError, StateError
 
 PEERS = ("quanto", "hqq")
+PEER_BITS, PEER_GROUP = 2, 64  # transformers QuantizedCache(nbits=2, q_group_size=64) as we run it
 
 
 @dataclass
@@ -73,14 +75,8 @@ def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
     return ids[:need].view(sequences, context)
 
 
-def _model_shape(model):
-    cfg = model.config.get_text_config()
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim
-
-
 def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residual_length: int,
-                nbits: int = 2, q_group_size: int = 64, chunk: int = 128) -> torch.Tensor:
+                nbits: int = PEER_BITS, q_group_size: int = PEER_GROUP, chunk: int = 128) -> torch.Tensor:
     """Logits [1, T, V] from transformers' QuantizedCache fed chunk by chunk."""
     from transformers import QuantizedCache
 
@@ -142,7 +138,8 @@ def evaluate(
         if p not in PEERS:
             raise InputError(f"unknown peer {p!r}; choose from {PEERS}")
     seqs = windows(ids, context, sequences)
-    layers, kv_heads, head_dim = _model_shape(model)
+    dims = attention_dims(model)
+    layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
     names = [m.name for m in methods]
     if "bf16" not in names:
         raise InputError("the method list must include bf16 (the reference for KL and top-1)")
@@ -187,7 +184,7 @@ def evaluate(
             # nominal accounting like ours: 2-bit codes + 16-bit scale and zero per group of 64,
             # plus the full-precision residual (the backends' real CPU storage is larger)
             qtok = max(0, context - resid)
-            bpe = (qtok * (2 + 32 / 64) + (context - qtok) * 16) / context
+            bpe = mixed_bits_per_element(context, qtok, int_region_bits(PEER_BITS, PEER_GROUP, 16))
             kvb = kv_cache_bytes(context, layers, kv_heads, head_dim, bpe)
             label, note = f"hf-{job}-int2", f"transformers QuantizedCache(backend={job}), residual_length={resid}, chunk 128"
         results.append(MethodResult(label, math.exp(nll / count), kl / count, agree / count, bpe, kvb, time.time() - t0, note))

@@ -28,6 +28,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 from ..cache import OscarCache
 from ..cache.paged import PagedLayer
+from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate
 from ..rotation.centering import add_value_mean, rotated_mean
 from ..errors import InputError, StateError
 
@@ -42,13 +43,6 @@ class _LayerState:
     cache: OscarCache
     layer_idx: int
     absorbed: bool
-
-
-def _per_query_head(r: torch.Tensor | None, groups: int) -> torch.Tensor | None:
-    """[R, d, d] per KV head (R = 1 or H_kv) -> broadcastable over the H_q query heads."""
-    if r is None or r.shape[0] == 1:
-        return r
-    return r.repeat_interleave(groups, dim=0)
 
 
 def _layer_rotations(cache: OscarCache, idx: int):
@@ -79,20 +73,15 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
             "pass that cache (cache=... / past_key_values=...) with use_cache=True, or call disable_oscar_attention(model)"
         )
     layer.fresh = False
-    groups = query.shape[1] // key.shape[1]
     rk, rv = _layer_rotations(st.cache, st.layer_idx)
     if isinstance(layer, PagedLayer):  # kernels over the paged pools; q and o are (un)rotated inside
         return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed), None
-    else:
-        if rk is not None:
-            query = torch.matmul(query, _per_query_head(rk, groups).to(query.device, query.dtype))
-        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    query = rotate(query, rk)  # [B, H_q, T, d]; each query head uses its KV head's R_K
+    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1)
     out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
     if rv is not None and not st.absorbed:
-        # out is [B, T, H_q, d]; undo R_V per head: o = o_rot @ R_V^T
-        r = _per_query_head(rv, groups).to(out.device, out.dtype)
-        out = torch.matmul(out.transpose(1, 2), r.transpose(-1, -2)).transpose(1, 2).contiguous()
+        out = unrotate(out, rv, head_axis=-2).contiguous()  # out is [B, T, H_q, d]: o = o_rot @ R_V^T
     return out, weights
 
 
@@ -157,12 +146,8 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
         if absorbed:
             w = m.o_proj.weight  # [hidden, H_q * d]
             saved["o_proj"][m.layer_idx] = w.detach().clone()
-            hq = w.shape[1] // m.head_dim
-            r = _per_query_head(rv, hq // rv.shape[0] if rv.shape[0] > 1 else 1).to(w.device, torch.float32)
-            r = r.expand(hq, -1, -1)
-            wb = w.detach().float().reshape(w.shape[0], hq, m.head_dim)
             with torch.no_grad():
-                w.copy_(torch.einsum("ohd,hde->ohe", wb, r).reshape_as(w).to(w.dtype))
+                w.copy_(fold_v_rotation_into_o_proj(w.detach(), rv, w.shape[1] // m.head_dim))
         m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
     saved["hook"] = track_padding(model)
     model._oscar_enabled = saved

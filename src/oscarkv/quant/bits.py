@@ -19,6 +19,12 @@ def int_region_bits(bits: int = 2, group_size: int = 128, scale_bits: int = 16, 
     return bits + 2.0 * scale_bits / g
 
 
+def mixed_bits_per_element(context: float, quantized_tokens: float, int_bits: float, hp_bits: float = 16) -> float:
+    """Average bits per element when ``quantized_tokens`` of ``context`` tokens cost ``int_bits`` each
+    (``int_region_bits``) and the rest ``hp_bits``."""
+    return (quantized_tokens * int_bits + (context - quantized_tokens) * hp_bits) / context
+
+
 def effective_bits_per_element(
     context: int,
     sink: int = 64,
@@ -34,9 +40,8 @@ def effective_bits_per_element(
         raise InputError(f"context must be positive, got {context}")
     if sink < 0 or recent < 0:
         raise InputError("sink and recent must be >= 0")
-    hp = min(context, sink + recent)
-    q = context - hp
-    return (q * int_region_bits(bits, group_size, scale_bits, head_dim) + hp * hp_bits) / context
+    q = context - min(context, sink + recent)
+    return mixed_bits_per_element(context, q, int_region_bits(bits, group_size, scale_bits, head_dim), hp_bits)
 
 
 def kv_cache_bytes(

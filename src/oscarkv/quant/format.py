@@ -38,7 +38,8 @@ SUPPORTED_BITS = (2, 4)
 _SCALE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def _dtype(name_or_dtype) -> torch.dtype:
+def storage_dtype(name_or_dtype) -> torch.dtype:
+    """The torch dtype of a ``scale_dtype`` name ("float16", "bfloat16", "float32") or dtype."""
     if isinstance(name_or_dtype, torch.dtype):
         return name_or_dtype
     try:
@@ -47,6 +48,9 @@ def _dtype(name_or_dtype) -> torch.dtype:
         raise InputError(
             f"scale_dtype {name_or_dtype!r} is not supported; use one of {sorted(_SCALE_DTYPES)}"
         ) from None
+
+
+_dtype = storage_dtype  # old private name, still imported by kernels/paged.py (owned by the kernel rewrite)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class QuantConfig:
             raise InputError(f"bits={self.bits} is not supported; use one of {SUPPORTED_BITS}")
         if self.group_size <= 0:
             raise InputError(f"group_size must be positive, got {self.group_size}")
-        _dtype(self.scale_dtype)
+        storage_dtype(self.scale_dtype)
         if self.clip_ratio is not None and not (0.0 <= self.clip_ratio <= 1.0):  # NaN fails too
             raise InputError(f"clip_ratio must be in (0, 1] (0, 1 or None = no clipping), got {self.clip_ratio}")
         if self.levels is not None:
@@ -138,14 +142,40 @@ class QuantizedRows:
         )
 
 
+def clip_index(clip_ratio: float | None, d: int) -> int:
+    """Sort index of the clip threshold: tau = sort(|x|)[clip_index] with floor(rho * d) clamped to
+    [0, d - 1]. No clipping (None, rho <= 0 or rho >= 1) is d - 1 (tau = max|x|, a no-op), so ratios
+    with the same index clip identically."""
+    if clip_ratio is None or not (0.0 < clip_ratio < 1.0):
+        return d - 1
+    return min(max(int(clip_ratio * d), 0), d - 1)
+
+
+def clamp_rows(x: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """x clamped to [-tau, tau] (tau broadcasts over the last dim)."""
+    return torch.maximum(torch.minimum(x, tau), -tau)
+
+
 def clip_rows(x: torch.Tensor, clip_ratio: float | None) -> torch.Tensor:
-    """Clamp each row (last dim) to +-tau, tau = sort(|x|)[floor(rho * d)] (index clamped to d - 1)."""
+    """Clamp each row (last dim) to +-tau, tau = sort(|x|)[clip_index(rho, d)]."""
     if clip_ratio is None or not (0.0 < clip_ratio < 1.0):
         return x
+    k = clip_index(clip_ratio, x.shape[-1])
+    return clamp_rows(x, x.abs().sort(dim=-1).values[..., k : k + 1])
+
+
+def group_scale_zero(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows ``x [..., d]`` -> (xg, scale, zero): xg the float32 rows after ``cfg``'s clip, grouped
+    ``[..., d // g, g]``; scale = (max - min) / (2**bits - 1) and zero = min per group ``[..., d // g]``,
+    rounded to ``cfg.scale_dtype`` (so codes are chosen against exactly the levels dequantize rebuilds)."""
     d = x.shape[-1]
-    k = min(max(int(clip_ratio * d), 0), d - 1)
-    tau = x.abs().sort(dim=-1).values[..., k : k + 1]
-    return torch.maximum(torch.minimum(x, tau), -tau)
+    g = cfg.group(d)
+    sdt = storage_dtype(cfg.scale_dtype)
+    xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
+    xg = xf.reshape(*xf.shape[:-1], d // g, g)
+    lo, hi = xg.amin(-1), xg.amax(-1)
+    scale = ((hi - lo).clamp_min(1e-8) / (cfg.n_levels - 1)).to(sdt)
+    return xg, scale, lo.to(sdt)
 
 
 def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
@@ -170,33 +200,31 @@ def unpack_codes(packed: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.cat(planes, dim=-1)
 
 
-def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
-    """Quantize rows of ``x`` (``[..., head_dim]``, any float dtype) to packed codes + scale/zero."""
-    d = x.shape[-1]
-    g = cfg.group(d)
-    sdt = _dtype(cfg.scale_dtype)
+def _check_finite(x: torch.Tensor) -> None:
     if not torch.isfinite(x).all():
         # min/max of a group with a NaN/inf is NaN/inf: every code and scale would be garbage
         raise InputError("cannot quantize K/V rows containing NaN or inf; the model produced non-finite "
                          "activations (try float32 instead of float16/bfloat16)")
-    xf = clip_rows(x.float(), cfg.clip_ratio if cfg.clips else None)
-    xg = xf.reshape(*xf.shape[:-1], d // g, g)
-    lo = xg.amin(-1)
-    hi = xg.amax(-1)
+
+
+def _codes(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(codes as float ``[..., d // g, g]``, scale, zero) of rows ``x``: nearest level to each value."""
+    xg, scale, zero = group_scale_zero(x, cfg)
     top = cfg.n_levels - 1
-    # Round scale and zero to their storage dtype *before* coding, so dequantize() reproduces exactly
-    # the levels the codes were chosen against.
-    scale = ((hi - lo).clamp_min(1e-8) / top).to(sdt)
-    zero = lo.to(sdt)
     u = (xg - zero.float()[..., None]) / scale.float()[..., None]  # position in code units
     if cfg.levels is None:
-        codes = torch.floor(u + 0.5).clamp_(0, top)
-    else:
-        lv = cfg.level_tensor(x.device)
-        bounds = (lv[1:] + lv[:-1]) / 2  # nearest level = count of midpoints below u
-        codes = torch.bucketize(u.contiguous(), bounds, right=True).clamp_(0, top)
-    codes = codes.reshape(*xf.shape[:-1], d)
-    return QuantizedRows(pack_codes(codes, cfg.bits), scale, zero, d, cfg.bits)
+        return torch.floor(u + 0.5).clamp_(0, top), scale, zero
+    lv = cfg.level_tensor(x.device)
+    bounds = (lv[1:] + lv[:-1]) / 2  # nearest level = count of midpoints below u
+    return torch.bucketize(u.contiguous(), bounds, right=True).clamp_(0, top).float(), scale, zero
+
+
+def quantize(x: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
+    """Quantize rows of ``x`` (``[..., head_dim]``, any float dtype) to packed codes + scale/zero."""
+    _check_finite(x)
+    d = x.shape[-1]
+    codes, scale, zero = _codes(x, cfg)
+    return QuantizedRows(pack_codes(codes.reshape(*x.shape[:-1], d), cfg.bits), scale, zero, d, cfg.bits)
 
 
 def dequantize(q: QuantizedRows, cfg: QuantConfig | None = None, dtype=torch.float32) -> torch.Tensor:
@@ -212,5 +240,10 @@ def dequantize(q: QuantizedRows, cfg: QuantConfig | None = None, dtype=torch.flo
 
 
 def fake_quantize(x: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
-    """quantize -> dequantize in one call, same dtype as ``x`` (used by evaluation fast paths)."""
-    return dequantize(quantize(x, cfg), cfg, dtype=x.dtype)
+    """``dequantize(quantize(x, cfg), cfg)`` in one call without packing the codes (evaluation fast
+    paths, the clip search's inner loop); same dtype as ``x``, bit-identical values."""
+    _check_finite(x)
+    codes, scale, zero = _codes(x, cfg)
+    if cfg.levels is not None:
+        codes = cfg.level_tensor(codes.device)[codes.long()]
+    return (zero.float()[..., None] + scale.float()[..., None] * codes).reshape(x.shape).to(x.dtype)

@@ -1,27 +1,36 @@
-"""Rotations (Hadamard, bit reversal, OSCAR U.H.P) and rotation files."""
+"""Rotations (Hadamard, bit reversal, OSCAR U.H.P), applying them per head, and rotation files."""
 
+from .apply import expand_heads, fold_v_rotation_into_o_proj, rotate, unrotate
 from .build import (
     COMPOSITIONS,
     bit_reversal_permutation,
     bit_reverse_indices,
+    compose,
     eigh_sorted,
     hadamard,
     key_rescale,
     orthogonality_error,
     oscar_rotation,
     permutation_matrix,
+    recover_eigenvectors,
 )
 
 __all__ = [
     "COMPOSITIONS",
+    "expand_heads",
+    "fold_v_rotation_into_o_proj",
+    "rotate",
+    "unrotate",
     "bit_reversal_permutation",
     "bit_reverse_indices",
+    "compose",
     "eigh_sorted",
     "hadamard",
     "key_rescale",
     "orthogonality_error",
     "oscar_rotation",
     "permutation_matrix",
+    "recover_eigenvectors",
 ]
 
 from .files import RotationMismatchError, RotationSet, config_fingerprint, config_hash  # noqa: E402

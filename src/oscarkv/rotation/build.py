@@ -83,22 +83,44 @@ def oscar_rotation(cov: torch.Tensor, composition: str = "u_h_pbr") -> tuple[tor
     """
     if composition not in COMPOSITIONS:
         raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
-    d = cov.shape[-1]
     lam, u = eigh_sorted(cov)
+    return compose(u, lam, composition), lam
+
+
+def compose(u: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> torch.Tensor:
+    """R of ``composition`` from the eigenvectors U (columns, eigh order) and their eigenvalues."""
+    d = u.shape[-1]
     if composition == "identity":
-        return torch.eye(d, dtype=torch.float64), lam
+        return torch.eye(d, dtype=u.dtype)
     if composition == "u":
-        return u, lam
-    h = hadamard(d)
-    perm = bit_reversal_permutation(lam)
+        return u
+    h = hadamard(d, u.dtype)
     if composition == "h":
-        return h, lam
+        return h
+    perm = bit_reversal_permutation(eigenvalues)
     if composition == "h_pbr":
-        return h[:, perm], lam
-    uh = u @ h
+        return h[:, perm]
     if composition == "u_h":
-        return uh, lam
-    return uh[:, perm].contiguous(), lam
+        return u @ h
+    if composition == "u_h_pbr":
+        return (u @ h)[:, perm].contiguous()
+    raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+
+
+def recover_eigenvectors(r: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> torch.Tensor | None:
+    """The inverse of ``compose``: U from a stored R (u: U = R; u_h: U = R H; u_h_pbr: U = R P_br^T H,
+    H being its own inverse). None where R does not contain U (h, h_pbr, identity, imported files).
+    P_br is rebuilt from ``eigenvalues``: that is the calibration's P only when they are strictly
+    ascending as stored (ties could reorder), so callers that need exactness check that first."""
+    d = r.shape[-1]
+    if composition == "u":
+        return r
+    if composition == "u_h":
+        return r @ hadamard(d, r.dtype)
+    if composition == "u_h_pbr":
+        perm = bit_reversal_permutation(eigenvalues)  # R = (U H)[:, perm]
+        return r[:, torch.argsort(perm)] @ hadamard(d, r.dtype)
+    return None
 
 
 def orthogonality_error(r: torch.Tensor) -> float:

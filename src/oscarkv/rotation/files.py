@@ -34,6 +34,7 @@ import torch
 from .. import __version__
 from ..errors import InputError, NotFoundError
 from ..fileio import atomic_write
+from ..dims import attention_dims, text_config
 
 FORMAT = "oscar-kv-rotations/2"  # /2 adds the optional k_mean / v_mean tensors
 FORMATS_READ = ("oscar-kv-rotations/1", FORMAT)  # version 1 files (no means) still load
@@ -45,16 +46,14 @@ class RotationMismatchError(InputError):
 
 def config_fingerprint(config) -> dict:
     """The parts of a transformers config that a rotation depends on."""
-    text = getattr(config, "get_text_config", lambda: config)()
-    n_heads = text.num_attention_heads
-    n_kv = getattr(text, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // n_heads
+    text = text_config(config)
+    dims = attention_dims(text)
     fp = {
         "model_type": getattr(text, "model_type", "unknown"),
-        "num_layers": int(text.num_hidden_layers),
-        "num_attention_heads": int(n_heads),
-        "num_kv_heads": int(n_kv),
-        "head_dim": int(head_dim),
+        "num_layers": dims.num_layers,
+        "num_attention_heads": dims.num_heads,
+        "num_kv_heads": dims.num_kv_heads,
+        "head_dim": dims.head_dim,
         "hidden_size": int(text.hidden_size),
         "vocab_size": int(getattr(text, "vocab_size", 0) or 0),
     }

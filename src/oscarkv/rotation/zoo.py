@@ -13,6 +13,7 @@ import os
 import torch
 
 from .checks import FIX, RotationFileError, check_orthogonal
+from ..dims import attention_dims
 from .files import RotationSet, config_hash
 from ..errors import InputError, NotFoundError
 
@@ -99,8 +100,7 @@ def import_rotationzoo(k_path, v_path, config=None, k_clip: float | None = 0.96,
     if config is not None:
         rs.check_model(config)  # before stamping the hash, so a mismatch names layers/head_dim
         rs.meta["config_hash"] = config_hash(config)
-        text = getattr(config, "get_text_config", lambda: config)()
-        rs.meta["num_kv_heads"] = int(getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+        rs.meta["num_kv_heads"] = attention_dims(config).num_kv_heads
         if model_id is None:
             rs.meta["model_id"] = getattr(config, "name_or_path", "") or "rotationzoo"
     return rs
