@@ -11,26 +11,29 @@ from oscarkv.kernels.reference import attend
 from oscarkv.quant import QuantConfig
 
 
-def _pool_with(k, v, sink=4, recent=8, bs=4, backend="torch"):
+def _pool_with(k, v, sink=4, recent=8, bs=4, backend="torch", device="cpu"):
     pool = MixedKVPool.allocate(16, 16, bs, k.shape[1], k.shape[2], QuantConfig(group_size=k.shape[2]),
-                                QuantConfig(group_size=k.shape[2]))
+                                QuantConfig(group_size=k.shape[2]), device=device)
     cache = MixedKVCache(16, 16, bs, sink=sink, recent=recent)
     cache.add("a")
-    write_kv(pool, k.bfloat16(), v.bfloat16(), cache.plan_append(["a"], [k.shape[0]]), backend=backend)
-    return pool, cache.metadata(["a"])
+    write_kv(pool, k.bfloat16().to(device), v.bfloat16().to(device), cache.plan_append(["a"], [k.shape[0]]),
+             backend=backend)
+    return pool, cache.metadata(["a"], device=device)
 
 
-BACKENDS = ["torch"] + (["triton"] if __import__("os").environ.get("TRITON_INTERPRET") == "1" else [])
+# (backend, device): Triton runs on CPU under TRITON_INTERPRET=1 and on a GPU for real (the lead's device run)
+BACKENDS = [("torch", "cpu")] + ([("triton", "cpu")] if __import__("os").environ.get("TRITON_INTERPRET") == "1" else []) \
+    + ([("triton", "cuda")] if torch.cuda.is_available() else [])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_nan_key_in_window_propagates(backend):
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_nan_key_in_window_propagates(backend, device):
     torch.manual_seed(0)
     k, v = torch.randn(6, 2, 32), torch.randn(6, 2, 32)
     k[5, 1, 3] = float("nan")  # KV head 1, a token of the recent window (held in bf16)
-    pool, meta = _pool_with(k, v)
-    q = torch.randn(1, 4, 32)
-    out = decode_attention(q, pool, meta, backend=backend)
+    pool, meta = _pool_with(k, v, device=device)
+    q = torch.randn(1, 4, 32, device=device)
+    out = decode_attention(q, pool, meta, backend=backend).cpu()
     assert torch.isfinite(out[0, :2]).all()  # query heads of KV head 0 are untouched
     assert torch.isnan(out[0, 2:]).all()  # heads that read the NaN key: NaN, not a plausible 0
     assert not (out[0, 2:] == 0).any()
@@ -63,16 +66,15 @@ def test_no_nan_to_num_left_in_attention_paths():
     assert hits == [], hits
 
 
-@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.xfail(b == "triton", reason="TODO: late kernels hunk"))
-                                     for b in BACKENDS])
-def test_nan_key_reaching_int2_raises_or_propagates(backend):
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_nan_key_reaching_int2_raises_or_propagates(backend, device):
     torch.manual_seed(0)
     k, v = torch.randn(16, 2, 32), torch.randn(16, 2, 32)
     k[5, 1, 3] = float("nan")  # position 5: INT2 history (sink 4, recent 8)
     try:
-        pool, meta = _pool_with(k, v, backend=backend)
+        pool, meta = _pool_with(k, v, backend=backend, device=device)
     except ValueError as e:  # the torch reference refuses to quantize it
         assert "NaN" in str(e)
         return
-    out = decode_attention(torch.randn(1, 4, 32), pool, meta, backend=backend)
+    out = decode_attention(torch.randn(1, 4, 32, device=device), pool, meta, backend=backend).cpu()
     assert torch.isfinite(out[0, :2]).all() and torch.isnan(out[0, 2:]).all()
