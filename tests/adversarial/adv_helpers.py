@@ -1,5 +1,7 @@
-"""Shared builders for the adversarial tests."""
+"""Shared builders and fixtures for the adversarial tests (no conftest.py here: tests/kernels imports
+``from conftest import ...``, which another conftest module would shadow)."""
 
+import pytest
 import torch
 from transformers import LlamaConfig
 
@@ -47,3 +49,17 @@ def tiny_checkpoint(d, max_positions=2048):
     cfg = tiny_config(vocab_size=len(fast), max_position_embeddings=max_positions)
     LlamaForCausalLM(cfg).save_pretrained(d)
     return d
+
+
+@pytest.fixture
+def cfg():
+    return tiny_config()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models are overhead-bound: one thread is faster on the shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
