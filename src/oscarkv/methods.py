@@ -9,8 +9,10 @@
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
     oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
-              (calibrated means), calibrated rotations (per KV head when the file has them), fitted
-              clip, Lloyd-Max levels; needs a file from `oscar-kv calibrate --plus`
+              (calibrated means), calibrated rotations per KV head, an exact per-direction key rescale
+              (keys S.R, queries S^-1.R), fitted clip, Lloyd-Max levels; needs a file from
+              `oscar-kv calibrate --plus`. A name may carry "+keyscale" / "+nokeyscale" to insist on
+              a file with / without the key rescale (ablation rows).
 
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
@@ -61,6 +63,7 @@ class KVMethod:
     scale_dtype: str = "float16"
     levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
     center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
+    key_scale: str = "any"  # "on" / "off": require a file with / without the key rescale (a label check)
     page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
 
     def __post_init__(self):
@@ -164,6 +167,12 @@ class KVMethod:
         else:
             rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
         kq = rotations.query_rotation(layer) if self.rotation == "calibrated" else None
+        if self.key_scale != "any" and (kq is not None) != (self.key_scale == "on"):
+            raise InputError(
+                f"method {self.name!r} expects a rotation file {'with' if self.key_scale == 'on' else 'without'} the "
+                "key rescale; calibrate it with `oscar-kv calibrate --plus` "
+                f"{'--key-scale' if self.key_scale == 'on' else '--no-key-scale'}"
+            )
         k_mean = v_mean = None
         if self.center != "off" and rotations is not None and rotations.k_mean is not None:
             k_mean, v_mean = rotations.mean("k", layer), rotations.mean("v", layer)
@@ -246,6 +255,10 @@ def make_method(
         raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
     base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
     label = name
+    key_scale = "any"
+    for suffix, ks in (("+keyscale", "on"), ("+nokeyscale", "off")):
+        if name.endswith(suffix):
+            name, key_scale = name[: -len(suffix)], ks
     for suffix, mode in (("+center", "on"), ("+nocenter", "off")):
         if name.endswith(suffix):
             name, center = name[: -len(suffix)], mode
@@ -254,6 +267,10 @@ def make_method(
     if center is not None and name in ("bf16", "kivi") and center != "off":
         raise InputError(f"method {name!r} does not support centering")
     m = _make(name, clip, levels, center, base)
+    if key_scale != "any":
+        if m.rotation != "calibrated":
+            raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+        m = replace(m, key_scale=key_scale)
     return m if label == m.name else replace(m, name=label)
 
 
@@ -278,6 +295,7 @@ def _make(name, clip, levels, center, base) -> KVMethod:
 
 PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
 PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
+PLUS_KEY_SCALE = True  # oscar-plus's files carry the exact per-direction key rescale (rotation/build.py)
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:

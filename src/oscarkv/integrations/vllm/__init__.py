@@ -42,7 +42,7 @@ a BF16 page, losing the 6x. So:
    of a block equals that block. This holds under prefix caching (shared blocks carry identical
    rows, and their shadow follows the block) and preemption (vLLM frees and later rewrites or reuses
    the blocks; a reused block's shadow is either refilled at mapping or kept current by (a)).
-   Tested in tests/vllm/test_core.py (block reuse, eviction, prefix sharing, preemption-style resets).
+   Tested in tests/vllm/test_vllm_core.py (block reuse, eviction, prefix sharing, preemption-style resets).
 4. **Reads follow the rule per request**: position p of the past is read from the shadow iff
    p < S or p >= S + int2_len(n), else from INT2 codes (dequantized), and the step's own tokens are
    attended unquantized - exactly ``OscarCache.update``'s contract, so the vLLM path and the
