@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from transformers.cache_utils import CacheLayerMixin
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, LayerPlan
 from ..rotation import expand_heads, rotate, unrotate
 from ..rotation.centering import add_value_mean, center, rotated_mean
@@ -405,10 +405,10 @@ class PagedLayer(CacheLayerMixin):
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove:
-            raise NotImplementedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
+            raise UnsupportedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
 
     def _unsupported(self, *a, **k):
-        raise NotImplementedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
+        raise UnsupportedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
                                   "use greedy or sampling")
 
     reorder_cache = batch_select_indices = batch_repeat_interleave = _unsupported
