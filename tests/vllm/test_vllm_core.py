@@ -38,6 +38,15 @@ def test_prefill_chunks_and_decode(per_head):
     check(m.step([("a", 1), ("b", 45)]))
 
 
+def test_head_dim_not_a_power_of_two():
+    """head_dim 96 (the torch path; the GPU kernels take powers of two)."""
+    m = MiniVLLM(S, d=96)
+    m.add("a", toks(18, 120))
+    check(m.step([("a", 70)]))
+    for _ in range(3):
+        check(m.step([("a", 1)]))
+
+
 def test_block_reuse_never_reads_stale_rows():
     m = MiniVLLM(S, num_blocks=12)
     m.add("a", toks(3, 150))

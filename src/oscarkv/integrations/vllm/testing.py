@@ -21,7 +21,9 @@ from .core import LayerCompute, OscarSettings, PageFormat, ShadowManager, build_
 def random_rotation(d: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
-    return (q @ hadamard(d, torch.float64)).float() / 1.0
+    if d & (d - 1) == 0:  # spread outliers like OSCAR's U.H (Hadamard exists for powers of two)
+        q = q @ hadamard(d, torch.float64)
+    return q.float()
 
 
 class MiniVLLM:
