@@ -55,9 +55,10 @@ class OscarCache(Cache):
       the kernels (``oscarkv.cache.paged``; needs ``enable_oscar_attention``). ``"auto"`` (default)
       picks "paged" when ``enable_oscar_attention`` is called with a CUDA model and the method is one
       the kernels run (token-wise INT2, windows multiples of 16), else "reference". ``max_tokens``:
-      the paged pools' capacity per row (default: prompt + 4096), ``kernel_backend``: "auto" (Triton on
-      CUDA, torch reference on CPU), "torch" or "triton". The paged pool's demotion page is the
-      kernels' (today's kernels: B = 1); the cache's method takes that page when it switches.
+      the paged pools' capacity per row (default: prompt + 4096), ``kernel_backend``: "auto" (the
+      CUDA kernels on tile16 pools when they build, else Triton on CUDA; the torch reference on CPU),
+      "cuda", "triton" or "torch". The paged pool demotes in the kernels' page (B = block_size = 16);
+      the cache's method takes that page when it switches.
 
     ``nbytes()`` reports the bytes actually held per segment; ``bits_per_element()`` the average
     stored bits per K/V element (windows count at the model dtype's width, e.g. 32 on CPU float32).
