@@ -9,10 +9,10 @@
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
     oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
-              (calibrated means), calibrated rotations per KV head, an exact per-direction key rescale
-              (keys S.R, queries S^-1.R), fitted clip, Lloyd-Max levels; needs a file from
-              `oscar-kv calibrate --plus`. A name may carry "+keyscale" / "+nokeyscale" to insist on
-              a file with / without the key rescale (ablation rows).
+              (calibrated means), calibrated rotations per KV head, fitted clip, Lloyd-Max levels;
+              needs a file from `oscar-kv calibrate --plus`. The exact per-direction key rescale (keys
+              S.R, queries S^-1.R; `--plus --key-scale`) is an option, not the default (measured).
+              A name may carry "+keyscale" / "+nokeyscale" to insist on a file with / without it.
 
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
@@ -259,7 +259,9 @@ def _make(name, clip, levels, center, base) -> KVMethod:
 
 PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
 PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
-PLUS_KEY_SCALE = True  # oscar-plus's files carry the exact per-direction key rescale (rotation/build.py)
+# Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
+# 0.0372) but hurts SmolLM2 (0.0727 -> 0.0934), so oscar-plus leaves it off; `calibrate --plus --key-scale` keeps it.
+PLUS_KEY_SCALE = False
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:

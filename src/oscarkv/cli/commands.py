@@ -166,6 +166,8 @@ def cmd_run(a) -> int:
     if a.context is None:
         a.context = 2048 if model_name in QWEN_ALIASES else 4096
     lm = _load(model_name)
+    from ..methods import PLUS_KEY_SCALE
+
     reuse = getattr(a, "reuse_rotations", None)
     if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
         from ..rotation import RotationSet
@@ -173,6 +175,8 @@ def cmd_run(a) -> int:
         files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
         rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
         a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
+        if bool(rots["plus"].meta.get("key_scale")) != PLUS_KEY_SCALE:  # written when the default was the other one
+            rots["plus"], rots["plus-alt"] = rots["plus-alt"], rots["plus"]
         _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
     else:
         ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
@@ -180,7 +184,6 @@ def cmd_run(a) -> int:
         stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
         _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
         rots = _run_rotations(lm, stats, "pydoc-calib")
-    from ..methods import PLUS_KEY_SCALE
 
     alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     for key, rs in rots.items():
