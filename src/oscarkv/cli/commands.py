@@ -48,7 +48,7 @@ def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
 
 # --------------------------------------------------------------------------- calibrate
 def cmd_calibrate(a) -> int:
-    from ..methods import PLUS_KEY_SCALE
+    from ..methods import PLUS_KEY_SCALE, PLUS_LEVELS, PLUS_PER_HEAD
 
     out = Path(a.out)
     if out.suffix != ".safetensors":
@@ -56,8 +56,9 @@ def cmd_calibrate(a) -> int:
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
-                    fit_clip=not a.no_fit_clip, per_head=a.per_head or plus,
-                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus,
+                    fit_clip=not a.no_fit_clip, per_head=a.per_head or (plus and PLUS_PER_HEAD),
+                    levels=PLUS_LEVELS if plus and a.levels == "uniform" else a.levels,
+                    center=getattr(a, "center", False) or plus,
                     key_scale=PLUS_KEY_SCALE if getattr(a, "key_scale", None) is None and plus
                     else bool(getattr(a, "key_scale", None)))
     _warn_quality(rs)
@@ -127,7 +128,7 @@ def cmd_eval(a) -> int:
 # --------------------------------------------------------------------------- run
 RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar-plus"
 # centering ablation rows (issue 10): the same quantizers without / with centering
-RUN_ABLATION = "hadamard+nocenter,int4+nocenter,oscar+center"
+RUN_ABLATION = "hadamard+nocenter,int4+nocenter"  # (oscar+center == oscar-plus since oscar-plus is centering)
 
 
 def _run_rotations(lm, stats, calib_data: str):
@@ -136,10 +137,16 @@ def _run_rotations(lm, stats, calib_data: str):
     from ..calibrate import build_rotations
     from ..methods import PLUS_KEY_SCALE, PLUS_LEVELS, PLUS_PER_HEAD
 
-    out = {}
-    plus = dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS)
+    out, built = {}, {}
+    plus = {"center": True, **({"per_head": True} if PLUS_PER_HEAD else {}), **({"levels": PLUS_LEVELS} if PLUS_LEVELS != "uniform" else {})}
     for key, kw in (("paper", {}), ("centered", dict(center=True)),
-                    ("plus", dict(plus, key_scale=PLUS_KEY_SCALE)), ("plus-alt", dict(plus, key_scale=not PLUS_KEY_SCALE))):
+                    ("plus", {**plus, **({"key_scale": True} if PLUS_KEY_SCALE else {})}),
+                    ("plus-alt", {**plus, **({} if PLUS_KEY_SCALE else {"key_scale": True})})):
+        same = next((out[k] for k, k_kw in built.items() if k_kw == kw), None)
+        if same is not None:  # e.g. oscar-plus's file is the centered one: build once
+            out[key] = same
+            continue
+        built[key] = kw
         t = time.time()
         rs = build_rotations(stats, model_id=lm.model_id, **kw)
         rs.meta["calib_data"] = calib_data
