@@ -43,6 +43,7 @@ from .calibrate.clip import DEFAULT_CLIP_K, DEFAULT_CLIP_V
 from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
 from .rotation import RotationSet, hadamard, rotate, unrotate
 from .rotation.centering import center, uncenter
+from .errors import InputError
 
 METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar", "oscar-plus")
 CENTER_MODES = ("off", "on", "auto")  # auto: centered iff the rotation file has calibrated means
@@ -64,6 +65,9 @@ class KVMethod:
     center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
     key_scale: str = "any"  # "on" / "off": require a file with / without the key rescale (a label check)
     page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
+
+    def __post_init__(self):
+        check_method_fields(self)
 
     @property
     def quantized(self) -> bool:
@@ -124,18 +128,18 @@ class KVMethod:
         if not self.quantized:
             return LayerPlan(None, None, None, None, self.key_axis)
         if self.center == "on" and (rotations is None or rotations.k_mean is None):
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} centers K/V and needs a rotation file with calibrated means "
                 "(format 2); create it with `oscar-kv calibrate --plus` and pass --rotations ROT"
             )
         if self.rotation == "calibrated" and rotations is None:
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} needs calibrated rotations; create them with "
                 "`oscar-kv calibrate --model M --data FILE --out ROT.safetensors` and pass --rotations ROT"
             )
         g = min(self.group_size, head_dim)
         if self.key_axis == "token" and head_dim % g:
-            raise ValueError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
+            raise InputError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
         k_clip = v_clip = None
         if self.clip == "default":
             k_clip, v_clip = DEFAULT_CLIP_K, DEFAULT_CLIP_V
@@ -147,7 +151,7 @@ class KVMethod:
         k_lv = v_lv = None
         if self.levels == "lloyd-max":
             if rotations is None or rotations.k_levels is None:
-                raise ValueError(
+                raise InputError(
                     "levels='lloyd-max' needs a rotation file with fitted levels; "
                     "calibrate with `oscar-kv calibrate --levels lloyd-max`"
                 )
@@ -164,7 +168,7 @@ class KVMethod:
             rk, rv = rotations.rotation("k", layer), rotations.rotation("v", layer)
         kq = rotations.query_rotation(layer) if self.rotation == "calibrated" else None
         if self.key_scale != "any" and (kq is not None) != (self.key_scale == "on"):
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} expects a rotation file {'with' if self.key_scale == 'on' else 'without'} the "
                 "key rescale; calibrate it with `oscar-kv calibrate --plus` "
                 f"{'--key-scale' if self.key_scale == 'on' else '--no-key-scale'}"
@@ -198,6 +202,36 @@ class LayerPlan:
         return self.k_mean is not None
 
 
+LEVELS = ("uniform", "lloyd-max")
+ROTATIONS = ("none", "hadamard", "calibrated")
+KEY_AXES = ("token", "channel")
+
+
+def check_method_fields(m: KVMethod) -> None:
+    """Refuse a KVMethod that would silently do something else (e.g. levels="lloyd_max" meant uniform)."""
+    def bad(field, value, allowed):
+        raise InputError(f"KVMethod {m.name!r}: {field}={value!r} is not one of {', '.join(map(repr, allowed))}")
+
+    if m.bits not in (None, 2, 4):
+        bad("bits", m.bits, (None, 2, 4))
+    if m.rotation not in ROTATIONS:
+        bad("rotation", m.rotation, ROTATIONS)
+    if m.key_axis not in KEY_AXES:
+        bad("key_axis", m.key_axis, KEY_AXES)
+    if m.clip not in CLIP_MODES:
+        bad("clip", m.clip, CLIP_MODES)
+    if m.levels not in LEVELS:
+        bad("levels", m.levels, LEVELS)
+    if getattr(m, "center", "off") not in CENTER_MODES:
+        bad("center", m.center, CENTER_MODES)
+    for name, lo in (("sink", 0), ("recent", 0), ("group_size", 1), ("page", 1)):
+        v = getattr(m, name, lo)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {lo}, got {v!r}")
+    if m.scale_dtype not in ("float16", "bfloat16", "float32"):
+        bad("scale_dtype", m.scale_dtype, ("float16", "bfloat16", "float32"))
+
+
 def make_method(
     name: str,
     sink: int = 64,
@@ -212,11 +246,13 @@ def make_method(
     """A method by name (see ``METHOD_NAMES``, optionally + "+center" / "+nocenter") with shared
     window/group settings; ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if sink < 0 or recent < 0:
-        raise ValueError("sink and recent must be >= 0")
+        raise InputError("sink and recent must be >= 0")
     if isinstance(page, bool) or not isinstance(page, int) or page < 1:
-        raise ValueError(f"page (tokens demoted together) must be an int >= 1, got {page!r}")
+        raise InputError(f"page (tokens demoted together) must be an int >= 1, got {page!r}")
     if clip is not None and clip not in CLIP_MODES:
-        raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
+        raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
+    if levels not in LEVELS:
+        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
     base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
     label = name
     key_scale = "any"
@@ -227,13 +263,13 @@ def make_method(
         if name.endswith(suffix):
             name, center = name[: -len(suffix)], mode
     if center is not None and center not in CENTER_MODES:
-        raise ValueError(f"center must be one of {CENTER_MODES}, got {center!r}")
+        raise InputError(f"center must be one of {CENTER_MODES}, got {center!r}")
     if center is not None and name in ("bf16", "kivi") and center != "off":
-        raise ValueError(f"method {name!r} does not support centering")
+        raise InputError(f"method {name!r} does not support centering")
     m = _make(name, clip, levels, center, base)
     if key_scale != "any":
         if m.rotation != "calibrated":
-            raise ValueError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+            raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
         m = replace(m, key_scale=key_scale)
     return m if label == m.name else replace(m, name=label)
 
@@ -254,7 +290,7 @@ def _make(name, clip, levels, center, base) -> KVMethod:
     if name == "oscar-plus":
         return KVMethod("oscar-plus", rotation="calibrated", clip=clip or "fitted",
                         levels=levels if levels != "uniform" else PLUS_LEVELS, center=center or "on", **base)
-    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+    raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
 # oscar-plus = centering on the paper's recipe. Measured (docs/ACCURACY.md section 5), default windows: centered
@@ -270,7 +306,7 @@ PLUS_KEY_SCALE = False
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
-        raise ValueError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
+        raise InputError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
     return [make_method(n, **kw) for n in names]
 
 

@@ -25,6 +25,7 @@ from ..methods import make_method as _make_method
 from ..rotation import RotationSet, bit_reversal_permutation, hadamard
 from .harness import evaluate
 from .report import write_json
+from ..errors import InputError
 
 ABLATIONS = ("rotation", "clipping", "windows", "group", "calib-size", "calib-domain", "levels", "centering")
 PURE = "pure INT2 (sink = recent = 0)"
@@ -74,7 +75,7 @@ class Ablator:
         if key not in self._rots:
             ids = self.calib[source]
             if ids.numel() < tokens:
-                raise ValueError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
+                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
             t = time.time()
             self._rots[key] = collect_stats(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens),
                                             progress=self.progress)
@@ -133,7 +134,7 @@ def derive_composition(r: torch.Tensor, eigenvalues: torch.Tensor | None, name: 
     P_br is rebuilt from the stored eigenvalues; that equals the calibration's P only when they are
     strictly ascending in float32 (ties would reorder), so refuse otherwise rather than guess."""
     if eigenvalues is None:
-        raise ValueError("the rotation file has no eigenvalues; cannot derive compositions from it")
+        raise InputError("the rotation file has no eigenvalues; cannot derive compositions from it")
     d = r.shape[-1]
     if name == "identity":
         return torch.eye(d).expand_as(r).clone()
@@ -145,14 +146,14 @@ def derive_composition(r: torch.Tensor, eigenvalues: torch.Tensor | None, name: 
         for head in range(r.shape[1]):
             lam = eigenvalues[layer, head]
             if not bool((lam[1:] > lam[:-1]).all()):
-                raise ValueError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
+                raise InputError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
                                  "calibrate each composition instead (`oscar-kv calibrate --composition`)")
             perm = bit_reversal_permutation(lam)
             uh = r[layer, head].double()[:, torch.argsort(perm)]  # undo the column permutation
             u = uh @ h  # H @ H = I
             x = {"u": u, "u_h": uh, "u_h_pbr": uh[:, perm]}.get(name)
             if x is None:
-                raise ValueError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
+                raise InputError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
             out[layer, head] = x.float()
     return out
 
@@ -383,7 +384,7 @@ def format_ablation(res: dict) -> str:
 
 def run_one(ab: Ablator, name: str, **kw) -> dict:
     if name not in FUNCS:
-        raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
+        raise InputError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
     t = time.time()
     res = FUNCS[name](ab, **kw)
     if "skipped" not in res:
@@ -409,7 +410,7 @@ def run_ablations(args) -> dict:
     what = [w.strip() for w in args.what.split(",") if w.strip()]
     bad = [w for w in what if w not in FUNCS]
     if bad:
-        raise ValueError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+        raise InputError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm = load_model(args.model)

@@ -21,6 +21,10 @@ import triton.language as tl
 @triton.jit
 def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, SDT: tl.constexpr):
     """x: [4, D4] fp32 -> (packed [D4] int32, scale [NG] SDT, zero [NG] SDT)."""
+    # Non-finite input must not come out as plausible codes (min/max/clip drop NaN): flag each group
+    # here, before clipping, and store a NaN scale for it, so its dequantized rows are NaN (issue 11).
+    bad_el = ((x != x) | (tl.abs(x) == float("inf"))).to(tl.float32)
+    bad = tl.max(tl.reshape(tl.max(bad_el, axis=1), (NG, 4 // NG)), axis=1) > 0
     if CLIP_IDX >= 0:
         a = tl.reshape(tl.abs(x), (D,))
         cnt = tl.sum((a[None, :] <= a[:, None]).to(tl.int32), axis=1)
@@ -30,7 +34,8 @@ def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, 
     lo = tl.min(tl.reshape(tl.min(x, axis=1), (NG, 4 // NG)), axis=1)
     hi = tl.max(tl.reshape(tl.max(x, axis=1), (NG, 4 // NG)), axis=1)
     three = tl.full((NG,), 3.0, tl.float32)
-    scale = tl.math.div_rn(tl.maximum(hi - lo, 1e-8), three).to(SDT)
+    scale = tl.math.div_rn(tl.maximum(hi - lo, 1e-8), three)
+    scale = tl.where(bad, float("nan"), scale).to(SDT)
     zero = lo.to(SDT)
     sp = tl.reshape(tl.broadcast_to(tl.reshape(scale.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
     zp = tl.reshape(tl.broadcast_to(tl.reshape(zero.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
@@ -100,7 +105,10 @@ def _clip_idx(cfg, d: int) -> int:
 def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
-    if rows == 0:
+    if pool.layout != "logical":
+        raise ValueError("the Triton append kernel writes the logical INT2 layout; use backend='cuda' (or 'torch') "
+                         f"for a {pool.layout!r} pool")
+    if rows == 0 and plan.demote_src.shape[0] == 0:
         return
     if k.stride(-1) != 1 or v.stride(-1) != 1:
         k, v = k.contiguous(), v.contiguous()
@@ -117,8 +125,12 @@ def write_kv_triton(pool, k, v, plan) -> None:
     )
     kw = dict(CLIP_K=_clip_idx(pool.k_cfg, d), CLIP_V=_clip_idx(pool.v_cfg, d), D=d, D4=d // 4,
               NG=pool.num_groups, BS=pool.block_size, num_warps=4)
-    if plan.fusable:
+    n_dem = plan.demote_src.shape[0]
+    if n_dem == rows and plan.fusable:  # row-aligned demotions (per-token rule): one fused launch
         write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=True, **kw)
-    else:  # a later row overwrites a ring slot an earlier row demotes: demote everything first
-        write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=False, **kw)
+        return
+    # page-wise demotion (0 or a page of rows this step): demote first, then write the new rows
+    if n_dem:
+        write_kv_kernel[(n_dem, hkv)](*args, DO_DEMOTE=True, DO_WRITE=False, **kw)
+    if rows:
         write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=False, DO_WRITE=True, **kw)
