@@ -8,12 +8,12 @@
     int4      Saw-INT4-style reference row: Hadamard + token-wise INT4 (full H_d rather than the
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
-    oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
-              (calibrated means), calibrated rotations per KV head, an exact per-direction key rescale
-              (keys S.R, queries S^-1.R), fitted clip, Lloyd-Max levels; needs a file from
-              `oscar-kv calibrate --plus`. A name may carry "+keyscale" / "+nokeyscale" to insist on
-              a file with / without the key rescale (ablation rows).
-
+    oscar-plus  the best measured recipe beyond the paper (issue 10, docs/ACCURACY.md section 5): the
+              paper's calibrated rotation and fitted clip on exactly centered K and V (calibrated
+              means); needs a file from `oscar-kv calibrate --plus`. Per-KV-head rotations, Lloyd-Max
+              levels and the exact key rescale (`--per-head`, `--levels lloyd-max`, `--key-scale`) did not
+              help on BOTH measured models, so they are options, not part of it. A name may carry
+              "+keyscale" / "+nokeyscale" to insist on a file with / without the key rescale.
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
 per-channel key groups already absorb channel offsets) or oscar (kept faithful to the paper). A name
@@ -288,14 +288,19 @@ def _make(name, clip, levels, center, base) -> KVMethod:
     if name == "oscar":
         return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, center=center or "off", **base)
     if name == "oscar-plus":
-        return KVMethod("oscar-plus", rotation="calibrated", clip=clip or "fitted", levels=PLUS_LEVELS,
-                        center=center or "on", **base)
+        return KVMethod("oscar-plus", rotation="calibrated", clip=clip or "fitted",
+                        levels=levels if levels != "uniform" else PLUS_LEVELS, center=center or "on", **base)
     raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
-PLUS_LEVELS = "lloyd-max"  # oscar-plus's levels (measured choice, docs/ACCURACY.md)
-PLUS_PER_HEAD = True  # oscar-plus's rotation files: one rotation per KV head
-PLUS_KEY_SCALE = True  # oscar-plus's files carry the exact per-direction key rescale (rotation/build.py)
+# oscar-plus = centering on the paper's recipe. Measured (docs/ACCURACY.md section 5), default windows: centered
+# per-layer uniform (the `oscar+center` rows) KL 0.0329 on Qwen2.5-Coder-1.5B vs 0.0385 with per-head
+# rotations + Lloyd-Max, 0.0696 vs 0.0727 on SmolLM2; so neither is part of the recipe.
+PLUS_LEVELS = "uniform"
+PLUS_PER_HEAD = False
+# Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
+# 0.0372) but hurts SmolLM2 (0.0727 -> 0.0934), so oscar-plus leaves it off; `calibrate --plus --key-scale` keeps it.
+PLUS_KEY_SCALE = False
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:

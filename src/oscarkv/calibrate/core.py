@@ -367,7 +367,7 @@ def quality_warning(rs: RotationSet, limit: float = REL_ERROR_LIMIT) -> str | No
                 worst.append(f"{kind.upper()} error {vals[i]:.2f}x its signal spread in layer {i}")
     if not worst:
         return None
-    fix = ("calibrate with --plus (centering, per-head rotations) and use method oscar-plus"
+    fix = ("calibrate with --plus (exact centering) and use method oscar-plus"
            if not rs.meta.get("centered") else "use kivi or int4 for this model, or keep larger BF16 windows")
     return (f"this model's activations defeat {rs.meta.get('bits', 2)}-bit token-wise quantization as calibrated "
             f"({'; '.join(worst)}; usual is < {limit:g}): expect large accuracy loss; {fix}")

@@ -106,7 +106,7 @@ def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
 # --------------------------------------------------------------------------- calibrate
 def cmd_calibrate(a) -> int:
     from ..rotation import COMPOSITIONS
-    from ..methods import PLUS_KEY_SCALE
+    from ..methods import PLUS_KEY_SCALE, PLUS_LEVELS, PLUS_PER_HEAD
 
     out = Path(a.out)
     if out.suffix != ".safetensors":
@@ -119,8 +119,9 @@ def cmd_calibrate(a) -> int:
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
-                    fit_clip=not a.no_fit_clip, per_head=a.per_head or plus,
-                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus,
+                    fit_clip=not a.no_fit_clip, per_head=a.per_head or (plus and PLUS_PER_HEAD),
+                    levels=PLUS_LEVELS if plus and a.levels == "uniform" else a.levels,
+                    center=getattr(a, "center", False) or plus,
                     key_scale=PLUS_KEY_SCALE if getattr(a, "key_scale", None) is None and plus
                     else bool(getattr(a, "key_scale", None)))
     _warn_quality(rs)
@@ -211,7 +212,7 @@ def cmd_eval(a) -> int:
 # --------------------------------------------------------------------------- run
 RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar-plus"
 # centering ablation rows (issue 10): the same quantizers without / with centering
-RUN_ABLATION = "hadamard+nocenter,int4+nocenter,oscar+center"
+RUN_ABLATION = "hadamard+nocenter,int4+nocenter"  # (oscar+center == oscar-plus since oscar-plus is centering)
 
 
 def _run_rotations(lm, stats, calib_data: str):
@@ -220,10 +221,16 @@ def _run_rotations(lm, stats, calib_data: str):
     from ..calibrate import build_rotations
     from ..methods import PLUS_KEY_SCALE, PLUS_LEVELS, PLUS_PER_HEAD
 
-    out = {}
-    plus = dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS)
+    out, built = {}, {}
+    plus = {"center": True, **({"per_head": True} if PLUS_PER_HEAD else {}), **({"levels": PLUS_LEVELS} if PLUS_LEVELS != "uniform" else {})}
     for key, kw in (("paper", {}), ("centered", dict(center=True)),
-                    ("plus", dict(plus, key_scale=PLUS_KEY_SCALE)), ("plus-alt", dict(plus, key_scale=not PLUS_KEY_SCALE))):
+                    ("plus", {**plus, **({"key_scale": True} if PLUS_KEY_SCALE else {})}),
+                    ("plus-alt", {**plus, **({} if PLUS_KEY_SCALE else {"key_scale": True})})):
+        same = next((out[k] for k, k_kw in built.items() if k_kw == kw), None)
+        if same is not None:  # e.g. oscar-plus's file is the centered one: build once
+            out[key] = same
+            continue
+        built[key] = kw
         t = time.time()
         rs = build_rotations(stats, model_id=lm.model_id, **kw)
         rs.meta["calib_data"] = calib_data
@@ -254,6 +261,8 @@ def cmd_run(a) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     lm = _load(model_name)
+    from ..methods import PLUS_KEY_SCALE
+
     reuse = getattr(a, "reuse_rotations", None)
     if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
         from ..rotation import RotationSet
@@ -261,6 +270,18 @@ def cmd_run(a) -> int:
         files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
         rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
         a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
+        from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
+
+        def recipe(rs, ks):  # does this file match oscar-plus's current recipe (with key rescale ks)?
+            m = rs.meta
+            return (bool(m.get("centered")), bool(m.get("per_head")), m.get("levels", "uniform"),
+                    bool(m.get("key_scale"))) == (True, PLUS_PER_HEAD, PLUS_LEVELS, ks)
+
+        # files written while oscar-plus had another definition: take the one matching today's recipe
+        for key, ks in (("plus", PLUS_KEY_SCALE), ("plus-alt", not PLUS_KEY_SCALE)):
+            match = next((r for r in rots.values() if recipe(r, ks)), None)
+            if match is not None:
+                rots[key] = match
         _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
     else:
         ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
@@ -268,7 +289,6 @@ def cmd_run(a) -> int:
         stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
         _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
         rots = _run_rotations(lm, stats, "pydoc-calib")
-    from ..methods import PLUS_KEY_SCALE
 
     alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     for key, rs in rots.items():
