@@ -79,3 +79,26 @@ def test_nan_key_reaching_int2_raises_or_propagates(backend, device):
         return
     out = decode_attention(torch.randn(1, 4, 32, device=device), pool, meta, backend=backend).cpu()
     assert torch.isfinite(out[0, :2]).all() and torch.isnan(out[0, 2:]).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the CUDA append/decode kernels)")
+def test_nan_key_cuda_kernels_propagate():
+    """The CUDA append kernel's min/max/clip drop NaN: it must store a NaN scale, not plausible codes."""
+    from oscarkv.kernels import cuda_ops
+
+    torch.manual_seed(0)
+    d, hkv, hq, n = 64, 2, 8, 96  # sink 16, recent 32, page 16: tokens [16, 64) go to INT2
+    pool = MixedKVPool.allocate(64, 64, 16, hkv, d, QuantConfig(group_size=d), QuantConfig(group_size=d),
+                                device="cuda", layout="tile16")
+    cache = MixedKVCache(64, 64, 16, sink=16, recent=32)
+    cache.add("a")
+    k, v = torch.randn(n, hkv, d), torch.randn(n, hkv, d)
+    k[20, 1, 3] = float("nan")  # an INT2 token of KV head 1
+    q = torch.randn(1, hq, d, device="cuda", dtype=torch.bfloat16)
+    why = cuda_ops.unsupported_reason(q, pool)
+    if why:
+        pytest.skip(f"CUDA kernels unavailable here: {why}")
+    write_kv(pool, k.bfloat16().cuda(), v.bfloat16().cuda(), cache.plan_append(["a"], [n]), backend="cuda")
+    out = decode_attention(q, pool, cache.metadata(["a"], device="cuda"), backend="cuda").float().cpu()
+    assert torch.isfinite(out[0, : hq // 2]).all()
+    assert torch.isnan(out[0, hq // 2 :]).all()

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import InputError, StateError
+
 from . import cuda_ops
 from .cuda_ops import CudaDecodeConfig, CudaKernelUnavailable, DecodePlan
 from .layout import codes_from_tile16, codes_to_tile16, convert_pool
@@ -44,6 +46,7 @@ from .paged import (
     WritePlan,
     check_kernel_configs,
 )
+from .checks import check_decode_meta, check_write_plan
 from .prefill import prefill_attention
 from .reference import decode_attention_torch, gather_sequence, write_kv_torch
 
@@ -76,9 +79,9 @@ __all__ = [
 
 def _backend(backend: str, t: torch.Tensor) -> str:
     if backend not in ("auto", "cuda", "triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'cuda', 'triton' or 'torch', got {backend!r}")
+        raise InputError(f"backend must be 'auto', 'cuda', 'triton' or 'torch', got {backend!r}")
     if backend == "triton" and not t.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
-        raise RuntimeError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
+        raise StateError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
     return backend
 
 
@@ -136,7 +139,7 @@ def _legacy_triton_config(tuning: dict) -> TritonDecodeConfig:
     t = dict(tuning)
     kernel = t.pop("kernel", "mma")
     if kernel not in ("mma", "auto"):
-        raise ValueError(f"kernel={kernel!r}: the CUDA-core 'fma' variant was removed (slower everywhere, "
+        raise InputError(f"kernel={kernel!r}: the CUDA-core 'fma' variant was removed (slower everywhere, "
                          "BENCHMARKS.md); use the default")
     if "n_q_splits" in t:
         t["n_int2_splits"] = t.pop("n_q_splits")
@@ -155,6 +158,7 @@ def decode_attention(
     config: TritonDecodeConfig | CudaDecodeConfig | None = None,
     plan: DecodePlan | None = None,
     out: torch.Tensor | None = None,
+    validate: bool = False,
     **legacy_tuning,
 ) -> torch.Tensor:
     """Single-token decode attention over sink + INT2 history + recent.
@@ -169,14 +173,21 @@ def decode_attention(
     avoids per-call host work and allocation for the CUDA kernel; without it one is made per call.
     ``config`` is the chosen kernel's typed config. ``legacy_tuning`` (old ``**tuning`` keywords) builds a
     ``TritonDecodeConfig`` for old callers.
+
+    ``validate=True`` first checks ``meta`` against ``pool`` and ``q`` (``checks.check_decode_meta``: block
+    ids in range, no block read by two sequences, lengths within the tables): one device sync, for tables
+    built by other code; off by default so the decode step is unchanged. Ownership against a
+    ``MixedKVCache``: ``checks.check_owners(cache, seq_ids, meta=meta)``.
     """
+    if validate:
+        check_decode_meta(pool, meta, q)
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if k_rotation is not None:
         q = rotate_q(q, k_rotation)
     be = _backend(backend, q)
     if legacy_tuning:
         if config is not None:
-            raise ValueError("pass either config= or legacy keyword tuning, not both")
+            raise InputError("pass either config= or legacy keyword tuning, not both")
         config = _legacy_triton_config(legacy_tuning)
         be = "triton" if be == "auto" else be
     if be == "auto":
@@ -196,7 +207,7 @@ def decode_attention(
         o = plan.run(q, pool, meta, sm_scale, out=out)
     elif be == "triton":
         if pool.layout != "logical":
-            raise ValueError(f"the Triton decode kernel reads the logical INT2 layout, the pool is {pool.layout!r}; "
+            raise InputError(f"the Triton decode kernel reads the logical INT2 layout, the pool is {pool.layout!r}; "
                              "use backend='cuda' or convert_pool(pool, 'logical')")
         from .triton_decode import decode_attention_triton
 
@@ -212,13 +223,20 @@ def decode_attention(
     return unrotate_v(o, v_rotation) if v_rotation is not None else o
 
 
-def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan, *, backend: str = "auto") -> None:
+def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan, *, backend: str = "auto",
+             validate: bool = False) -> None:
     """Fused clip + quantize + append of new rows ``[num_rows, num_kv_heads, head_dim]`` (rotated) per ``plan``,
     including demotion of recent BF16 rows into INT2 (see ``WritePlan``).
 
     "auto": the CUDA kernel for a tile16 pool on the GPU (page-wise plan), Triton for a logical pool on
     the GPU, else the torch reference (which handles both layouts).
+
+    ``validate=True`` first checks the plan (``checks.check_write_plan``: slots in range or -1, none
+    written twice, rows matching k/v) before anything is written; ownership against a ``MixedKVCache``:
+    ``checks.check_owners(cache, seq_ids, plan=plan, num_new=...)``.
     """
+    if validate:
+        check_write_plan(pool, plan, k, v)
     be = _backend(backend, k)
     if be == "auto":
         if k.is_cuda and pool.layout == "tile16" and plan.page_dst is not None:

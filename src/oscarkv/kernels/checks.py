@@ -45,20 +45,20 @@ class TableError(InputError):
 
 
 # ----------------------------------------------------------------------------------- host side (always)
-def check_known(cache, seq_ids) -> None:
+def check_known(cache, seq_ids, unique: bool = False) -> None:
     seqs = cache._seqs
     for sid in seq_ids:
         if sid not in seqs:
             raise SequenceError(f"sequence {sid!r} is unknown; call add({sid!r}) first")
-    if len(set(seq_ids)) != len(seq_ids):
+    if unique and len(set(seq_ids)) != len(seq_ids):
         dup = next(s for s in seq_ids if list(seq_ids).count(s) > 1)
-        raise SequenceError(f"sequence {dup!r} appears twice in one batch")
+        raise InputError(f"sequence {dup!r} appears twice in one append; seq_ids must be unique")
 
 
 def check_append_request(cache, seq_ids, num_new) -> None:
     if len(seq_ids) != len(num_new):
         raise InputError(f"{len(seq_ids)} sequence ids but {len(num_new)} token counts")
-    check_known(cache, seq_ids)
+    check_known(cache, seq_ids, unique=True)
     for sid, c in zip(seq_ids, num_new):
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             if isinstance(c, torch.Tensor) and c.numel() == 1 and not c.is_floating_point() and int(c) >= 0:
@@ -126,35 +126,56 @@ def check_decode_meta(pool, meta, q: torch.Tensor | None = None) -> None:
 
 
 def check_write_plan(pool, plan, k: torch.Tensor | None = None, v: torch.Tensor | None = None) -> None:
-    """Refuse a write plan with slots outside the pools, a slot written twice, or rows that do not match."""
+    """Refuse a write plan with slots outside the pools, a slot written twice, or rows that do not match.
+
+    Works for per-row demotion arrays (``demote_*`` as long as the rows) and per-demotion ones
+    (``[num_demoted]``), and checks the optional page view (``page_dst`` int2 blocks, ``page_src`` hp slots
+    or ``-(row + 1)``) when present."""
     bs = pool.block_size
-    n = None
-    limits = {"hp_slots": pool.k_hp.shape[0] * bs, "int2_slots": pool.k_codes.shape[0] * bs,
-              "demote_src": pool.k_hp.shape[0] * bs, "demote_dst": pool.k_codes.shape[0] * bs}
+    n_hp, n_int2 = pool.k_hp.shape[0], pool.k_codes.shape[0]
+    limits = {"hp_slots": n_hp * bs, "int2_slots": n_int2 * bs, "demote_src": n_hp * bs, "demote_dst": n_int2 * bs}
     host = {}
     for name, lim in limits.items():
         t = getattr(plan, name)
         _int_tensor(f"plan.{name}", t, 1)
-        n = t.shape[0] if n is None else n
-        if t.shape[0] != n:
-            raise TableError(f"plan.{name} has {t.shape[0]} rows, plan.hp_slots {n}")
         h = t.detach().cpu().long()
         bad = (h < -1) | (h >= lim) | ((h >= 0) & (h < bs))  # -1 = none; block 0 is the null block
         if bad.any():
             i = int(bad.nonzero()[0, 0])
             raise TableError(f"plan.{name}[{i}] = {int(h[i])} is outside the pool's slots [{bs}, {lim}) and not -1")
         host[name] = h
+    n = host["hp_slots"].shape[0]
+    if host["int2_slots"].shape[0] != n:
+        raise TableError(f"plan.int2_slots has {host['int2_slots'].shape[0]} rows, plan.hp_slots {n}")
+    if host["demote_src"].shape[0] != host["demote_dst"].shape[0]:
+        raise TableError(f"plan.demote_src has {host['demote_src'].shape[0]} entries, demote_dst {host['demote_dst'].shape[0]}")
     both = (host["hp_slots"] >= 0) & (host["int2_slots"] >= 0)
     if both.any():
         raise TableError(f"plan row {int(both.nonzero()[0, 0])} writes both an hp and an int2 slot")
+    if not torch.equal(host["demote_src"] >= 0, host["demote_dst"] >= 0):
+        raise TableError("plan.demote_src and plan.demote_dst must be both set or both -1 in every entry")
     for name in ("hp_slots", "int2_slots", "demote_dst"):
-        s = host[name][host[name] >= 0]
-        u, c = torch.unique(s, return_counts=True)
+        u, c = torch.unique(host[name][host[name] >= 0], return_counts=True)
         if (c > 1).any():
             raise TableError(f"plan.{name} writes slot {int(u[c > 1][0])} more than once")
-    dsrc, ddst = host["demote_src"] >= 0, host["demote_dst"] >= 0
-    if not torch.equal(dsrc, ddst):
-        raise TableError("plan.demote_src and plan.demote_dst must be both set or both -1 in every row")
+    written = torch.cat([host["int2_slots"][host["int2_slots"] >= 0], host["demote_dst"][host["demote_dst"] >= 0]])
+    u, c = torch.unique(written, return_counts=True)
+    if (c > 1).any():
+        raise TableError(f"int2 slot {int(u[c > 1][0])} is written both by a new row and by a demotion")
+    page_dst, page_src = getattr(plan, "page_dst", None), getattr(plan, "page_src", None)
+    if page_dst is not None:
+        _int_tensor("plan.page_dst", page_dst, 1)
+        pd = page_dst.detach().cpu().long()
+        if ((pd < 1) | (pd >= n_int2)).any():
+            raise TableError(f"plan.page_dst holds int2 block ids outside [1, {n_int2}): {pd.tolist()[:8]}")
+        if page_src is not None:
+            _int_tensor("plan.page_src", page_src, 2)
+            ps = page_src.detach().cpu().long()
+            if ps.shape != (pd.shape[0], bs):
+                raise TableError(f"plan.page_src is {tuple(ps.shape)}, expected ({pd.shape[0]}, {bs})")
+            bad = (ps >= n_hp * bs) | ((ps >= 0) & (ps < bs)) | (ps < -n)
+            if bad.any():
+                raise TableError(f"plan.page_src holds {int(ps[bad][0])}: neither an hp slot nor a new row -(r + 1), r < {n}")
     for name, t in (("k", k), ("v", v)):
         if t is None:
             continue
@@ -165,7 +186,7 @@ def check_write_plan(pool, plan, k: torch.Tensor | None = None, v: torch.Tensor 
 def check_owners(cache, seq_ids, meta=None, plan=None, num_new=None) -> None:
     """The tables (``meta``, batch rows in ``seq_ids`` order) and/or the plan (rows ordered sequence by
     sequence, ``num_new[i]`` rows each) point only at blocks each sequence owns in ``cache``."""
-    check_known(cache, seq_ids)
+    check_known(cache, seq_ids, unique=True)
     bs = cache.block_size
     owned = [tuple(set(x) for x in cache.blocks(s)) for s in seq_ids]  # (hp set, int2 set)
     if meta is not None:
@@ -184,8 +205,17 @@ def check_owners(cache, seq_ids, meta=None, plan=None, num_new=None) -> None:
         if sum(int(c) for c in num_new) != plan.hp_slots.shape[0]:
             raise TableError(f"the plan has {plan.hp_slots.shape[0]} rows, num_new sums to {sum(num_new)}")
         row_seq = [i for i, c in enumerate(num_new) for _ in range(int(c))]
-        for name, j in (("hp_slots", 0), ("int2_slots", 1), ("demote_src", 0), ("demote_dst", 1)):
+        for name, j in (("hp_slots", 0), ("int2_slots", 1)):
             for r, slot in enumerate(getattr(plan, name).detach().cpu().tolist()):
                 if slot >= 0 and slot // bs not in owned[row_seq[r]][j]:
                     raise TableError(f"plan.{name}[{r}] (sequence {seq_ids[row_seq[r]]!r}) targets block {slot // bs}, "
                                      "which that sequence does not own")
+        # demotions: source (hp) and destination (int2) blocks belong to the same sequence of this batch
+        batch = set(seq_ids)
+        for i, (src, dst) in enumerate(zip(plan.demote_src.detach().cpu().tolist(), plan.demote_dst.detach().cpu().tolist())):
+            if src < 0:
+                continue
+            a, b = cache.hp_alloc.owner(src // bs), cache.int2_alloc.owner(dst // bs)
+            if a != b or a not in batch:
+                raise TableError(f"demotion {i} moves hp slot {src} (owner {a!r}) to int2 slot {dst} (owner {b!r}): "
+                                 "a sequence may only demote its own tokens into its own blocks")

@@ -25,6 +25,7 @@ from functools import lru_cache
 import torch
 
 from ..quant.format import pack_codes, unpack_codes
+from ..errors import InputError
 
 TILE = 16
 LAYOUTS = ("logical", "tile16")
@@ -118,11 +119,11 @@ def convert_pool(pool, layout: str):
     from dataclasses import replace
 
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if layout == pool.layout:
         return pool
     if pool.block_size != TILE:
-        raise ValueError(f"the tile16 layout needs block_size {TILE}, got {pool.block_size}")
+        raise InputError(f"the tile16 layout needs block_size {TILE}, got {pool.block_size}")
     new = {}
     for which in ("k", "v"):
         c, s, z = (getattr(pool, f"{which}_{n}") for n in ("codes", "scale", "zero"))

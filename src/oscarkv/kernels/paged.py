@@ -47,17 +47,19 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import InputError, StateError, UnsupportedError
 from ..quant import QuantConfig
+from .checks import SequenceError, check_append_request, check_known
 from ..quant.format import _dtype
 
 NULL_BLOCK = 0
 
 
-class OutOfBlocksError(RuntimeError):
+class OutOfBlocksError(StateError):
     """Raised when an allocation would need more free blocks than the pool has."""
 
 
-class BlockOwnershipError(RuntimeError):
+class BlockOwnershipError(StateError):
     """Raised when a sequence frees (or is handed) a block it does not own."""
 
 
@@ -70,7 +72,7 @@ class BlockAllocator:
 
     def __init__(self, num_blocks: int, name: str = "pool"):
         if num_blocks < 2:
-            raise ValueError(f"{name}: need at least 2 blocks (block 0 is the reserved null block), got {num_blocks}")
+            raise InputError(f"{name}: need at least 2 blocks (block 0 is the reserved null block), got {num_blocks}")
         self.name = name
         self.num_blocks = num_blocks
         # Pop from the end: low ids are handed out first, which keeps small tests easy to read.
@@ -86,7 +88,7 @@ class BlockAllocator:
 
     def allocate(self, n: int, owner) -> list[int]:
         if n < 0:
-            raise ValueError(f"cannot allocate {n} blocks")
+            raise InputError(f"cannot allocate {n} blocks")
         if n > len(self._free):
             raise OutOfBlocksError(
                 f"{self.name}: asked for {n} blocks for sequence {owner!r} but only {len(self._free)} of "
@@ -164,9 +166,9 @@ class MixedKVPool:
         v_cfg = v_cfg or QuantConfig()
         check_kernel_configs(k_cfg, v_cfg, head_dim)
         if layout not in ("logical", "tile16"):
-            raise ValueError(f"layout must be 'logical' or 'tile16', got {layout!r}")
+            raise InputError(f"layout must be 'logical' or 'tile16', got {layout!r}")
         if layout == "tile16" and (block_size != 16 or k_cfg.group(head_dim) != head_dim):
-            raise ValueError("layout='tile16' needs block_size=16 and one scale group per row (group_size >= head_dim)")
+            raise InputError("layout='tile16' needs block_size=16 and one scale group per row (group_size >= head_dim)")
         ng = head_dim // k_cfg.group(head_dim)
         sdt = _dtype(k_cfg.scale_dtype)
         qshape = (num_int2_blocks, num_kv_heads, block_size)
@@ -191,18 +193,18 @@ def check_kernel_configs(k_cfg: QuantConfig, v_cfg: QuantConfig, head_dim: int) 
     """The kernels implement the default format only; say clearly what is not covered."""
     for name, c in (("K", k_cfg), ("V", v_cfg)):
         if c.bits != 2:
-            raise NotImplementedError(f"{name}: the paged kernels store INT2 only (got bits={c.bits})")
+            raise UnsupportedError(f"{name}: the paged kernels store INT2 only (got bits={c.bits})")
         if c.levels is not None:
-            raise NotImplementedError(f"{name}: non-uniform (Lloyd-Max) levels are not implemented in the kernels")
+            raise UnsupportedError(f"{name}: non-uniform (Lloyd-Max) levels are not implemented in the kernels")
     if head_dim % 16 or head_dim & (head_dim - 1):
-        raise ValueError(f"head_dim must be a power of two >= 16, got {head_dim}")
+        raise InputError(f"head_dim must be a power of two >= 16, got {head_dim}")
     gk, gv = k_cfg.group(head_dim), v_cfg.group(head_dim)
     if gk != gv or k_cfg.scale_dtype != v_cfg.scale_dtype:
-        raise NotImplementedError("K and V must share group_size and scale_dtype (clip ratios may differ)")
+        raise UnsupportedError("K and V must share group_size and scale_dtype (clip ratios may differ)")
     # Each bit plane of the quartered packing covers head_dim/4 consecutive dims; the decode kernel
     # applies one (scale, zero) per plane, so a plane must not straddle two groups.
     if gk % (head_dim // 4):
-        raise NotImplementedError(
+        raise UnsupportedError(
             f"group_size {gk} must be a multiple of head_dim/4 = {head_dim // 4} for the decode kernel"
         )
 
@@ -284,11 +286,11 @@ class MixedKVCache:
                  recent: int = 256, page: int | None = None):
         page = block_size if page is None else page
         if sink % block_size or recent % block_size:
-            raise ValueError(f"sink ({sink}) and recent ({recent}) must be multiples of block_size ({block_size})")
+            raise InputError(f"sink ({sink}) and recent ({recent}) must be multiples of block_size ({block_size})")
         if recent <= 0:
-            raise ValueError("recent must be positive (the ring holds at least one block)")
+            raise InputError("recent must be positive (the ring holds at least one block)")
         if page != 1 and (page <= 0 or page % block_size):
-            raise ValueError(f"page ({page}) must be 1 or a positive multiple of block_size ({block_size})")
+            raise InputError(f"page ({page}) must be 1 or a positive multiple of block_size ({block_size})")
         self.block_size, self.sink, self.recent, self.page = block_size, sink, recent, page
         self.ring = recent if page == 1 else recent + page
         self.int2_alloc = BlockAllocator(num_int2_blocks, "int2 pool")
@@ -298,18 +300,21 @@ class MixedKVCache:
     # ---- sequence lifetime -------------------------------------------------------------------------
     def add(self, seq_id) -> None:
         if seq_id in self._seqs:
-            raise KeyError(f"sequence {seq_id!r} already exists")
+            raise SequenceError(f"sequence {seq_id!r} already exists")
         self._seqs[seq_id] = _Seq()
 
     def remove(self, seq_id) -> None:
+        check_known(self, [seq_id])
         s = self._seqs.pop(seq_id)
         self.hp_alloc.free(s.hp_blocks, seq_id)
         self.int2_alloc.free(s.int2_blocks, seq_id)
 
     def length(self, seq_id) -> int:
+        check_known(self, [seq_id])
         return self._seqs[seq_id].length
 
     def blocks(self, seq_id) -> tuple[list[int], list[int]]:
+        check_known(self, [seq_id])
         s = self._seqs[seq_id]
         return list(s.hp_blocks), list(s.int2_blocks)
 
@@ -337,8 +342,7 @@ class MixedKVCache:
         Rows are ordered sequence by sequence, positions ascending (the order of the K/V passed to
         ``write_kv``). All-or-nothing: on ``OutOfBlocksError`` no sequence changes.
         """
-        if len(seq_ids) != len(num_new) or len(set(seq_ids)) != len(seq_ids):
-            raise ValueError("seq_ids must be unique and match num_new")
+        check_append_request(self, seq_ids, num_new)  # known, unique, counts ints >= 0 (checks.py)
         bs = self.block_size
         need_hp = need_int2 = 0
         for sid, c in zip(seq_ids, num_new):
@@ -394,6 +398,7 @@ class MixedKVCache:
         return sink + ring[first:] + ring[:first]
 
     def metadata(self, seq_ids: list, device="cpu") -> DecodeMeta:
+        check_known(self, seq_ids)
         seqs = [self._seqs[s] for s in seq_ids]
         mh = max([len(s.hp_blocks) for s in seqs] + [1])
         mi = max([len(s.int2_blocks) for s in seqs] + [1])

@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..errors import InputError
+
 
 @triton.jit
 def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, SDT: tl.constexpr):
@@ -106,7 +108,7 @@ def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
     if pool.layout != "logical":
-        raise ValueError("the Triton append kernel writes the logical INT2 layout; use backend='cuda' (or 'torch') "
+        raise InputError("the Triton append kernel writes the logical INT2 layout; use backend='cuda' (or 'torch') "
                          f"for a {pool.layout!r} pool")
     if rows == 0 and plan.demote_src.shape[0] == 0:
         return

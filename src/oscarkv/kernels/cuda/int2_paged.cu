@@ -581,6 +581,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 template <int D>
 __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, __half* sc, __half* zr) {
   constexpr int E = D / 32;
+  // Issue 11: fminf/fmaxf (and the clip) drop NaN, so a non-finite row would get plausible codes. Flag it
+  // before clipping and store a NaN scale: its dequantized values are NaN and attention propagates them.
+  bool bad = false;
+#pragma unroll
+  for (int e = 0; e < E; e++) bad |= !isfinite(x[e]);
+  bad = __any_sync(0xffffffffu, bad);
   if (clip >= 0) {
     uint32_t a[E];
 #pragma unroll
@@ -606,7 +612,7 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
     lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
     hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
   }
-  const __half s = __float2half_rn(__fdiv_rn(fmaxf(hi - lo, 1e-8f), 3.0f));
+  const __half s = __float2half_rn(bad ? __int_as_float(0x7fc00000) : __fdiv_rn(fmaxf(hi - lo, 1e-8f), 3.0f));
   const __half z = __float2half_rn(lo);
   const float sf = __half2float(s), zf = __half2float(z);
 #pragma unroll
