@@ -24,8 +24,8 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
 
 The caches are filled synthetically (random rotated K/V written through ``write_kv`` with the block
 manager's plan for the whole context; random K/V copied into the StaticCache) instead of running a
-prefill: the decode step's cost depends on the sizes, not on the values. ``--generate-128k`` also runs
-``oscarkv.cache.graph.generate`` (a real prefill + decode) at 128K on the first model.
+prefill: the decode step's cost depends on the sizes, not on the values. ``--generate-128k N`` also runs
+transformers' ``model.generate`` (a real N-token prefill + 8 decode steps) on the paged cache, first model.
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ def run_model(name, cfg, args, device, bw, out):
 
 
 def gen_long(model, cfg, rot, ctx, device, out, args):
-    """A real prefill of ``ctx`` tokens + 8 graph decode steps through the paged cache (oscarkv.cache.graph.generate)."""
+    """``model.generate``: a real prefill of ``ctx`` tokens + 8 decode steps through the paged cache."""
     t0 = time.time()
     try:
         cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
@@ -382,7 +382,10 @@ def gen_long(model, cfg, rot, ctx, device, out, args):
             cache.use_paged()
         enable_oscar_attention(model, cache, absorb_v_into_o_proj=True)
         ids = torch.randint(1, cfg.vocab_size, (1, ctx), device=device, generator=torch.Generator(device=device).manual_seed(3))
-        toks = generate(model, cache, ids, max_new_tokens=8, use_graph=device != "cpu")
+        # the issue's "done when": transformers' own generate on the paged cache at this context
+        seqs = model.generate(ids, attention_mask=torch.ones_like(ids), **{_cache_kwarg(model): cache},
+                              max_new_tokens=8, do_sample=False, pad_token_id=0)
+        toks = seqs[:, ctx:]
         sync(device)
         res = {"context": ctx, "new_tokens": toks.tolist(), "seconds": time.time() - t0, "backend": cache.backend,
                "held_tokens": cache.segments()}

@@ -10,8 +10,10 @@ one with shared window/group settings, and what a method does to a layer's K and
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
     oscar-plus  the best measured recipe beyond the paper (issue 10): exact centering of K and V
-              (calibrated means), calibrated rotations (per KV head when the file has them), fitted
-              clip, Lloyd-Max levels; needs a file from `oscar-kv calibrate --plus`
+              (calibrated means), calibrated rotations per KV head, an exact per-direction key rescale
+              (keys S.R, queries S^-1.R), fitted clip, Lloyd-Max levels; needs a file from
+              `oscar-kv calibrate --plus`. A name may carry "+keyscale" / "+nokeyscale" to insist on
+              a file with / without the key rescale (ablation rows).
 
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its

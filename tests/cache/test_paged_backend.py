@@ -153,3 +153,44 @@ def test_centered_rotation_files_are_refused_on_the_paged_path(config, rotations
     rot.k_mean = torch.zeros(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
     with pytest.raises(InputError, match="centering"):
         OscarCache(config, "oscar", rotations=rot, backend="paged", **KW)
+
+
+def test_incremental_static_tables_equal_full_metadata():
+    """The graph step's tables, updated only where a row's blocks can change, == the manager's metadata."""
+    from oscarkv.cache.paged import PagedState
+    from oscarkv.methods import make_method
+
+    m = make_method("naive", sink=16, recent=32, group_size=16)
+    st = PagedState(m, [m.layer_plan(0, 16)], 1, 16, max_tokens=400)
+    st.pad = torch.tensor([0, 37, 5])
+    st.allocate(3, torch.device("cpu"), torch.float32, 60)
+    st.begin_forward(60)
+    st.make_static()
+    for _ in range(200):
+        st.begin_forward(1)
+        full = st.mgr.metadata([0, 1, 2])
+        sm = st.static_meta
+        for a, b in ((sm.hp_block_tables, full.hp_block_tables), (sm.int2_block_tables, full.int2_block_tables)):
+            assert torch.equal(a[:, : b.shape[1]], b) and not a[:, b.shape[1]:].any()
+        assert torch.equal(sm.hp_lens, full.hp_lens) and torch.equal(sm.int2_lens, full.int2_lens)
+
+
+def test_generate_stops_at_eos(model, config, rotations):
+    from oscarkv.cache.graph import generate
+
+    ids = _prompts((40,))[0]
+    c = paged(config, "naive", None, max_tokens=80)
+    enable_oscar_attention(model, c)
+    try:
+        first = generate(model, c, ids, max_new_tokens=20, use_graph=False)
+    finally:
+        disable_oscar_attention(model)
+    eos = int(first[0, 3])
+    c = paged(config, "naive", None, max_tokens=80)
+    enable_oscar_attention(model, c)
+    try:
+        got = generate(model, c, ids, max_new_tokens=20, use_graph=False, eos_token_id=eos)
+    finally:
+        disable_oscar_attention(model)
+    stop = int((first[0] == eos).nonzero()[0]) + 1
+    assert torch.equal(got[0], first[0, :stop])

@@ -93,10 +93,12 @@ def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: in
 @torch.no_grad()
 def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
              max_new_tokens: int = 32, do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
-             generator=None, use_graph: bool | None = None, return_logits: bool = False):
+             generator=None, use_graph: bool | None = None, return_logits: bool = False,
+             eos_token_id: int | list[int] | None = None, pad_token_id: int = 0):
     """Prefill ``input_ids`` (left-padded rows with ``attention_mask``) through the paged ``cache``, then
-    ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, max_new_tokens] (and the
-    logits of every step with ``return_logits``). ``enable_oscar_attention(model, cache)`` must be on."""
+    up to ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, n] (and the logits of
+    every step with ``return_logits``). A row that produced ``eos_token_id`` continues with
+    ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on."""
     if cache.get_seq_length() != 0:
         raise StateError("generate needs an empty cache")
     if cache.paged is None:
@@ -115,12 +117,20 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=1, **kw).logits[:, -1]
     dec = GraphDecoder(model, cache, use_graph=use_graph)
     toks, all_logits = [], []
+    eos = None if eos_token_id is None else torch.tensor(
+        [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=input_ids.device)
+    done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     for i in range(max_new_tokens):
         if return_logits:
             all_logits.append(logits.float().clone())
         nxt = _sample(logits, do_sample, temperature, top_k, generator)
+        if eos is not None:
+            nxt = torch.where(done, torch.full_like(nxt, pad_token_id), nxt)
+            done |= torch.isin(nxt, eos)
         toks.append(nxt)
-        if i + 1 < max_new_tokens:
+        if i + 1 < max_new_tokens and not (eos is not None and bool(done.all())):
             logits = dec.step(nxt)
+        elif eos is not None and bool(done.all()):
+            break
     out = torch.stack(toks, 1)
     return (out, all_logits) if return_logits else out

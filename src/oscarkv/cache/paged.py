@@ -157,12 +157,14 @@ class PagedState:
         self.n += t
         decode = t == 1 and not first
         cur = {"t": t, "decode": decode, "before": before, "first": first}
-        if decode and self.graph_capacity is not None:
+        if decode:  # eager or graph-replayed: the same fixed buffers, updated in O(batch) host work
+            if self.graph_capacity is None:
+                self.make_static()
             self._to_static(plan)
             cur["plan"], cur["after"] = self.static_plan, self.static_meta
         else:
             cur["plan"] = plan.to(self.device)
-            cur["after"] = self.mgr.metadata(rows, self.device) if decode else None
+            cur["after"] = None
         if not decode:
             # varlen packing of the real tokens of a [B, T] chunk (row-major, rows in order)
             sel = torch.cat([torch.arange(r * t + pad[r], (r + 1) * t) for r in rows])
@@ -181,27 +183,57 @@ class PagedState:
         s, w = self.method.sink, self.method.recent
         self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_q_blocks), z(b),
                                       self.max_hp_len, max(0, self.capacity - s - w))
-        # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page
+        # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page.
+        # The four lists are views of one buffer, so a step needs one host-to-device copy for them.
         nd = b * max(1, self.page)
-        self.static_plan = WritePlan(m(b), m(b), m(nd), m(nd), True)
+        self._plan_sizes = (b, b, nd, nd)
+        self._plan_buf = torch.full((sum(self._plan_sizes),), -1, dtype=torch.int64, device=dev)
+        self.static_plan = WritePlan(*self._plan_buf.split(self._plan_sizes), True)
+        self._last_tables = None
         self.static_pages = None
         self.graph_capacity = self.capacity
 
+    def _table_may_change(self, t0: int, t1: int) -> bool:
+        """Can a row's block tables differ after growing from t0 to t1 tokens? (a new int2 block, a ring
+        reordered by a page demotion, or hp blocks still being allocated)"""
+        m, bs = self.mgr, self.mgr.block_size
+        i0, i1 = m.int2_len(t0), m.int2_len(t1)
+        if -(-i0 // bs) != -(-i1 // bs) or (self.page > 1 and i0 != i1):
+            return True
+        return t1 <= self.method.sink + self.method.recent + self.page + bs
+
     def _to_static(self, plan) -> None:
+        """Copy this step's plan and tables into the fixed buffers. Host work per decode step is O(batch):
+        a row's tables are rebuilt (``MixedKVCache.metadata`` of that row) only when they can change,
+        about once per block_size steps; lengths come from the manager's window rule."""
         rows = list(range(self.batch))
-        meta = self.mgr.metadata(rows, "cpu")
-        sm, sp = self.static_meta, self.static_plan
-        for dst, src in ((sm.hp_block_tables, meta.hp_block_tables), (sm.int2_block_tables, meta.int2_block_tables)):
-            full = torch.zeros(dst.shape, dtype=dst.dtype)
-            full[:, : src.shape[1]] = src
-            dst.copy_(full, non_blocking=True)
-        sm.hp_lens.copy_(meta.hp_lens, non_blocking=True)
-        sm.int2_lens.copy_(meta.int2_lens, non_blocking=True)
-        for name in ("hp_slots", "int2_slots", "demote_src", "demote_dst"):
-            dst, src = getattr(sp, name), getattr(plan, name)
-            full = torch.full(dst.shape, -1, dtype=dst.dtype)
-            full[: src.shape[0]] = src
-            dst.copy_(full, non_blocking=True)
+        sm = self.static_meta
+        lens = self.row_lengths()
+        incremental = self._last_tables is not None and hasattr(self.mgr, "int2_len") and hasattr(self.mgr, "hp_len")
+        if not incremental:
+            meta = self.mgr.metadata(rows, "cpu")
+            for dst, src in zip((sm.hp_block_tables, sm.int2_block_tables), (meta.hp_block_tables, meta.int2_block_tables)):
+                dst[:, : src.shape[1]].copy_(src)  # tables only grow: columns past src stay 0 (null block)
+            sm.hp_lens.copy_(meta.hp_lens)
+            sm.int2_lens.copy_(meta.int2_lens)
+            self._last_tables = True
+        else:
+            for r in rows:
+                if self._table_may_change(self._last_lens[r], lens[r]):
+                    meta = self.mgr.metadata([r], "cpu")
+                    for dst, src in zip((sm.hp_block_tables, sm.int2_block_tables), (meta.hp_block_tables, meta.int2_block_tables)):
+                        dst[r, : src.shape[1]].copy_(src[0])
+            sm.hp_lens.copy_(torch.tensor([self.mgr.hp_len(t) for t in lens], dtype=torch.int32))
+            sm.int2_lens.copy_(torch.tensor([self.mgr.int2_len(t) for t in lens], dtype=torch.int32))
+        self._last_lens = lens
+        sp = self.static_plan
+        host = torch.full((sum(self._plan_sizes),), -1, dtype=torch.int64)
+        o = 0
+        for n, name in zip(self._plan_sizes, ("hp_slots", "int2_slots", "demote_src", "demote_dst")):
+            src = getattr(plan, name)
+            host[o : o + src.shape[0]] = src
+            o += n
+        self._plan_buf.copy_(host)
         if getattr(plan, "page_dst", None) is not None:
             # the kernels' page view (tile16 layout): padded pages write into the reserved null block 0
             from ..kernels import NULL_BLOCK

@@ -48,6 +48,8 @@ def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
 
 # --------------------------------------------------------------------------- calibrate
 def cmd_calibrate(a) -> int:
+    from ..methods import PLUS_KEY_SCALE
+
     out = Path(a.out)
     if out.suffix != ".safetensors":
         raise ValueError(f"--out {out} should end in .safetensors (the rotation file format)")
@@ -55,7 +57,9 @@ def cmd_calibrate(a) -> int:
     plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
                     fit_clip=not a.no_fit_clip, per_head=a.per_head or plus,
-                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus)
+                    levels="lloyd-max" if plus else a.levels, center=getattr(a, "center", False) or plus,
+                    key_scale=PLUS_KEY_SCALE if getattr(a, "key_scale", None) is None and plus
+                    else bool(getattr(a, "key_scale", None)))
     _warn_quality(rs)
     rs.save(out)
     kc = rs.k_clip.tolist() if rs.k_clip is not None else []
@@ -130,11 +134,12 @@ def _run_rotations(lm, stats, calib_data: str):
     """The paper's file (oscar), a centered per-layer file (the oscar+center ablation row) and the
     oscar-plus file, all built from ONE pass of calibration statistics."""
     from ..calibrate import build_rotations
-    from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
+    from ..methods import PLUS_KEY_SCALE, PLUS_LEVELS, PLUS_PER_HEAD
 
     out = {}
+    plus = dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS)
     for key, kw in (("paper", {}), ("centered", dict(center=True)),
-                    ("plus", dict(center=True, per_head=PLUS_PER_HEAD, levels=PLUS_LEVELS))):
+                    ("plus", dict(plus, key_scale=PLUS_KEY_SCALE)), ("plus-alt", dict(plus, key_scale=not PLUS_KEY_SCALE))):
         t = time.time()
         rs = build_rotations(stats, model_id=lm.model_id, **kw)
         rs.meta["calib_data"] = calib_data
@@ -166,20 +171,24 @@ def cmd_run(a) -> int:
     stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
     _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
     rots = _run_rotations(lm, stats, "pydoc-calib")
+    from ..methods import PLUS_KEY_SCALE
+
+    alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     for key, rs in rots.items():
         msg = quality_warning(rs)
         if msg:
-            _log(f"WARNING ({ {'paper': 'oscar', 'centered': 'oscar+center', 'plus': 'oscar-plus'}[key]}): {msg}")
+            _log(f"WARNING ({ {'paper': 'oscar', 'centered': 'oscar+center', 'plus': 'oscar-plus', 'plus-alt': alt}[key]}): {msg}")
     rot_path = rots["paper"].save(out / "rotations.safetensors")
     rots["centered"].save(out / "rotations-centered.safetensors")
     rots["plus"].save(out / "rotations-plus.safetensors")
+    rots["plus-alt"].save(out / "rotations-plus-alt.safetensors")
     _log(f"wrote {rot_path} (+ rotations-centered, rotations-plus)")
     # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
     # calibrated means that hadamard / int4 center with) from the oscar-plus file
-    rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"]}
+    rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
-    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else "," + RUN_ABLATION)
+    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
     configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
     tables, series, reference = [], [], {}
     commit = _git_commit()

@@ -42,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--per-head", action="store_true", help="one rotation per KV head instead of per layer")
     c.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="also fit Lloyd-Max INT2 levels")
     c.add_argument("--center", action="store_true", help="fit R_V, clips and levels for centered K/V (exact centering)")
-    c.add_argument("--plus", action="store_true", help="the oscar-plus recipe: --center --levels lloyd-max, per-KV-head rotations")
+    c.add_argument("--plus", action="store_true", help="the oscar-plus recipe: --center --levels lloyd-max --key-scale, "
+                   "per-KV-head rotations")
+    c.add_argument("--key-scale", action=argparse.BooleanOptionalAction, default=None,
+                   help="exact per-direction key rescale (keys S.R, queries S^-1.R); default: on with --plus")
 
     e = sub.add_parser("eval", help="compare KV methods on real text (ppl, KL, top-1, bits) or the passkey task")
     _common_model(e)

@@ -77,17 +77,18 @@ class Ablator:
 
     def rotations(self, source: str = "pydoc-calib", tokens: int | None = None, group_size: int = 128,
                   composition: str = "u_h_pbr", per_head: bool = False, center: bool = False,
-                  key_scale: bool = False) -> RotationSet:
-        """Calibrated rotations (fitted clip, Lloyd-Max levels), memoized; built from ``stats``."""
+                  key_scale: bool = False, levels: str = "lloyd-max") -> RotationSet:
+        """Calibrated rotations (fitted clip, Lloyd-Max levels unless ``levels="uniform"``), memoized; built
+        from ``stats``."""
         from ..calibrate import build_rotations
 
         tokens = tokens or self.calib_tokens
-        key = (source, tokens, group_size, composition, per_head, center, key_scale)
+        key = (source, tokens, group_size, composition, per_head, center, key_scale) + (() if levels == "lloyd-max" else (levels,))
         if key not in self._rots:
             st = self.stats(source, tokens)
             t = time.time()
             rs = build_rotations(st, composition=composition, group_size=group_size, per_head=per_head,
-                                 levels="lloyd-max", center=center, key_scale=key_scale)
+                                 levels=levels, center=center, key_scale=key_scale)
             _log(f"built {composition}{' per head' if per_head else ''}{' centered' if center else ''}"
                  f"{' key-scaled' if key_scale else ''} (group {group_size}) in {time.time() - t:.0f} s")
             self._rots[key] = rs
@@ -267,10 +268,11 @@ def ablate_levels(ab: Ablator) -> dict:
 def ablate_centering(ab: Ablator) -> dict:
     """Issue 10: centering, the calibrated U vs plain H (both with fitted clip, both centered), and the
     oscar-plus build-up (per-KV-head rotations, Lloyd-Max levels, key rescale), pure INT2."""
-    h_c = ab.rotations(composition="h", center=True)
-    h_u = ab.rotations(composition="h")
-    o_u = ab.rotations()
-    o_c = ab.rotations(center=True)
+    uni = dict(levels="uniform")  # Lloyd-Max levels only where a row uses them (the fit is the slow part)
+    h_c = ab.rotations(composition="h", center=True, **uni)
+    h_u = ab.rotations(composition="h", **uni)
+    o_u = ab.rotations(**uni)
+    o_c = ab.rotations(center=True, **uni)
     o_hc = ab.rotations(center=True, per_head=True)
     o_hcs = ab.rotations(center=True, per_head=True, key_scale=True)
     jobs = [
