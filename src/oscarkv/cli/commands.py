@@ -218,8 +218,8 @@ def cmd_run(a) -> int:
 
 # --------------------------------------------------------------------------- inspect / ablate / bench
 def cmd_inspect(a) -> int:
-    from ..calibrate.inspect import format_inspect, inspect_rotations, plot_spectra
-    from ..eval.report import write_json
+    from ..calibrate.inspect import format_inspect, inspect_rotations
+    from ..eval.report import plot_spectra, write_json
     from ..rotation import RotationSet
 
     rs = RotationSet.load(a.rotations)
@@ -234,9 +234,36 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_ablate(a) -> int:
-    from ..eval.ablate import run_ablations
+    """a.model, a.what (comma list), a.context, a.calib_tokens, a.out_dir; optional a.calib_sizes (ints)
+    for the calib-size ablation. Writes <name>.json/.png per ablation and summary.md under a.out_dir."""
+    from ..data import builtin_text, token_ids
+    from ..eval.ablate import ABLATIONS, Ablator, run_one
+    from ..eval.report import format_ablation, plot_ablation, write_ablation_summary, write_json
 
-    run_ablations(a)
+    what = [w.strip() for w in a.what.split(",") if w.strip()]
+    bad = [w for w in what if w not in ABLATIONS]
+    if bad:
+        raise ValueError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lm = _load(a.model)
+    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
+    calib = {s: token_ids(lm.tokenizer, builtin_text(s), what=s) for s in sources}
+    ev = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
+    ab = Ablator(lm.model, ev, calib, context=a.context, calib_tokens=a.calib_tokens)
+    results = {}
+    for name in what:
+        _log(f"ablate {name} ...")
+        kw = {"sizes": a.calib_sizes} if name == "calib-size" and getattr(a, "calib_sizes", None) else {}
+        res = results[name] = {"model": lm.model_id, **run_one(ab, name, **kw)}
+        write_json(res, out / f"{name}.json")
+        if "skipped" in res:
+            _log(f"ablate {name}: skipped ({res['skipped']})")
+        else:
+            plot_ablation(res, out / f"{name}.png")
+            _log(f"ablate {name}: wrote {out / name}.json/.png ({res['seconds']:.0f} s)")
+        write_ablation_summary(out, lm.model_id, ABLATIONS)  # after each one: an interrupted run keeps its results
+    print("\n".join(format_ablation(r) for r in results.values()))
     return 0
 
 
