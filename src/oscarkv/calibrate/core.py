@@ -21,6 +21,7 @@ Departures from the authors' pipeline (spec sections 1-3), on purpose:
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -190,16 +191,11 @@ def _build_rotations(
     Lloyd-Max levels, metadata. ``group_size``, ``bits``, ``scale_dtype`` form the serving ``QuantConfig``
     every phase fits for. ``center``: fit R_V, clip ratios and levels for centered rows (k - mu_K,
     v - mu_V), as served by methods that center; the means are stored either way."""
-    if composition not in COMPOSITIONS:
-        raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
-    if levels not in LEVELS:
-        raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
     if stats.sample is None:
         raise ValueError("building rotations needs the token sample (collect_stats(need_sample=True))")
     t0 = time.perf_counter()
     quant = QuantConfig(bits, group_size, None, scale_dtype)
-    quant.group(stats.dims.head_dim)  # fail early on a group size that does not divide head_dim
-    grid = check_grid(clip_grid)
+    grid = _check_recipe(stats.dims.head_dim, composition, levels, quant, clip_grid)
     rows = _SampleRows(stats, center)
     k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale)
     v_rot, v_eig = value_rotations(stats, composition, per_head, center)
@@ -344,49 +340,42 @@ def _metadata(stats: CalibrationStats, quant: QuantConfig, composition: str, per
     }
 
 
-def calibrate(
-    model,
-    input_ids,
-    seq_len: int = 1024,
-    batch_size: int = 1,
-    composition: str = "u_h_pbr",
-    group_size: int = 128,
-    bits: int = 2,
-    scale_dtype: str = "float16",
-    fit_clip: bool = True,
-    per_head: bool = False,
-    levels: str = "uniform",
-    clip_grid=DEFAULT_CLIP_GRID,
-    sample_tokens: int = 4096,
-    progress: bool = True,
-    model_id: str | None = None,
-    seed: int = 0,
-    center: bool = False,
-    key_scale: bool = False,
-) -> RotationSet:
+def calibrate(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample_tokens: int = 4096,
+              progress: bool = True, seed: int = 0, **recipe) -> RotationSet:
     """Calibrate OSCAR rotations (R_K from Sigma_K = mean_h C_Q, R_V from the score-weighted Sigma_V),
-    per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``.
+    per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``:
+    ``collect_stats`` (two streaming passes) then ``build_rotations(stats, **recipe)``.
 
     input_ids:     1-D LongTensor of tokens (cut into ``seq_len`` chunks) or a list of sequences.
-    composition:   one of rotation.COMPOSITIONS ("u_h_pbr" is OSCAR; others are ablations).
-    group_size, bits, scale_dtype: the serving QuantConfig the clip search and levels are fitted for.
-    fit_clip:      grid-search rho per layer over ``clip_grid`` (1.0 = off is always included);
+    sample_tokens: tokens per layer kept for the clip searches and the Lloyd-Max fit.
+    recipe:        ``build_rotations``'s keywords, checked before the passes start:
+      composition  one of rotation.COMPOSITIONS ("u_h_pbr" is OSCAR; others are ablations).
+      group_size, bits, scale_dtype: the serving QuantConfig the clip search and levels are fitted for.
+      fit_clip     grid-search rho per layer over ``clip_grid`` (1.0 = off is always included);
                    False stores the paper's global 0.96 / 0.92.
-    per_head:      one rotation per KV head instead of one per layer.
-    levels:        "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
-    sample_tokens: tokens per layer kept for the V clip search and the Lloyd-Max fit.
-    center:        fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
+      per_head     one rotation per KV head instead of one per layer.
+      levels       "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
+      center       fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
                    stored in every file; methods that center use them, see rotation/centering.py).
+      key_scale, model_id: see ``build_rotations``.
     """
+    a = inspect.signature(_build_rotations).bind(None, **recipe)  # an unknown keyword fails here
+    a.apply_defaults()
+    a = a.arguments
+    _check_recipe(attention_dims(model, power_of_two=True).head_dim, a["composition"], a["levels"],
+                  QuantConfig(a["bits"], a["group_size"], None, a["scale_dtype"]), a["clip_grid"])
+    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
+    return build_rotations(stats, **recipe)
+
+
+def _check_recipe(head_dim: int, composition: str, levels: str, quant: QuantConfig, clip_grid) -> tuple:
+    """What build_rotations refuses, checked before any work; returns the clip grid (1.0 included)."""
     if composition not in COMPOSITIONS:
         raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
         raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
-    QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model, power_of_two=True).head_dim)
-    check_grid(clip_grid)
-    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
-    return build_rotations(stats, composition, group_size, bits, scale_dtype, fit_clip, per_head, levels, center,
-                           clip_grid, model_id, key_scale)
+    quant.group(head_dim)  # a group size that does not divide head_dim
+    return check_grid(clip_grid)
 
 
 # A calibration whose measured relative INT error is this far above the usual is flagged. Measured
