@@ -1,20 +1,22 @@
-"""Decode-attention and append benchmarks for the paged INT2 cache (issue #3).
+"""Decode-attention and append benchmarks for the paged INT2 cache (issue 7).
 
-Run on the GPU machine from the repo root:
+Run on the GPU machine from the repo root (FlashInfer optional: see ../shared/gpu-kernels.md):
 
-    PYTHONPATH=src python3 bench/bench_decode.py --out $OUT/bench.json
-    PYTHONPATH=src python3 bench/bench_decode.py --fma --fma-sweep --no-append --no-bf16paged --out $OUT/bench.json
+    PYTHONPATH=src python3 bench/bench_decode.py --out $OUT/bench_d128.json
+    PYTHONPATH=src python3 bench/bench_decode.py --head-dim 64 --no-flashinfer --out $OUT/bench_d64.json
 
-``--fma`` also times the CUDA-core INT2 kernel (``decode_attention(kernel="fma")``) at every point.
+Shape: 32 query heads, 8 KV heads (Qwen3-8B attention), head_dim 128 (or 64 with --head-dim 64), bf16 q;
+sink 64 + recent 256 (+ up to 15 more before a page is demoted) in BF16, the rest INT2 (group = head_dim,
+fp16 scale/zero: 72 B per token per KV head at d=128), block_size 16, shuffled block tables.
 
-Shape: Qwen3-8B attention (32 query heads, 8 KV heads, head_dim 128), sink 64 + recent 256 in BF16,
-the rest INT2 (group 128, fp16 scale/zero), block_size 16 with shuffled block tables.
+Methods, all in the same run: ours = CUDA kernel on the tile16 pool (``decode_attention`` with a
+``DecodePlan``), our Triton fallback (logical pool), SDPA flash and SDPA cuDNN on dense BF16, FlashInfer
+BF16 paged decode and FlashInfer FP8-e4m3 KV paged decode (tensor-core decode, page 16).
 
 Timing: every measured call sequence is captured in a CUDA graph and replayed; CUDA events around each
 replay; median over replays, divided by the calls per graph. Each graph cycles over R copies of the
-cache (R chosen so the bytes between two reads of the same copy are >= 3x the 60 MB L2), so numbers are
-HBM numbers, not L2 numbers. Launch overhead inside a graph is part of the time (as in a graph-captured
-decode loop). ``--smoke`` runs tiny sizes on CPU (interpreter) to check the script itself.
+data (R chosen so the bytes between two reads of the same copy are >= 3x the 60 MB L2), so numbers are
+HBM numbers, not L2 numbers. ``--smoke`` runs tiny sizes on CPU to check the script itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -33,14 +36,21 @@ SMOKE = "--smoke" in sys.argv
 if SMOKE:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from oscarkv.kernels import DecodeMeta, MixedKVPool, WritePlan, decode_attention, write_kv  # noqa: E402
+from oscarkv.kernels import (  # noqa: E402
+    CudaDecodeConfig,
+    DecodeMeta,
+    DecodePlan,
+    MixedKVCache,
+    MixedKVPool,
+    TritonDecodeConfig,
+    decode_attention,
+    write_kv,
+)
 from oscarkv.quant import QuantConfig  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
 L2_BYTES = 60 << 20
-if SMOKE:  # the interpreter runs every program in Python: shrink everything
-    HQ, HKV, D, SINK, RECENT = 4, 1, 64, 16, 32
 
 
 def log(*a):
@@ -87,50 +97,51 @@ def copy_bandwidth(dev):
     """Device-to-device copy, bytes read + written over time; best of a few forms (the reference ceiling)."""
     n = (64 << 20) if SMOKE else (4 << 30)
     out = {}
-    for dt in (torch.uint8, torch.bfloat16):
-        x = torch.empty(n // torch.empty(0, dtype=dt).element_size(), dtype=dt, device=dev)
-        y = torch.empty_like(x)
-        x.view(torch.uint8).random_(0, 255)
-        out[f"copy_{dt}_graph"] = 2 * n / time_calls([lambda: y.copy_(x)], reps=20)
-        if not SMOKE:  # plain events, no graph
-            ts = []
-            for _ in range(10):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                y.copy_(x)
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b) / 1e3)
-            out[f"copy_{dt}_events"] = 2 * n / statistics.median(ts)
-        del x, y
+    x = torch.empty(n, dtype=torch.uint8, device=dev)
+    y = torch.empty_like(x)
+    x.random_(0, 255)
+    out["copy_graph"] = 2 * n / time_calls([lambda: y.copy_(x)], reps=20)
+    if not SMOKE:
+        ts = []
+        for _ in range(10):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            y.copy_(x)
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        out["copy_events"] = 2 * n / statistics.median(ts)
+    del x, y
     return max(out.values()), out
 
 
-# --------------------------------------------------------------------------------------------- caches
 def copies_for(nbytes):
-    if SMOKE:
-        return 2
-    return max(1, math.ceil(3 * L2_BYTES / max(nbytes, 1)))
+    return 2 if SMOKE else max(1, math.ceil(3 * L2_BYTES / max(nbytes, 1)))
 
 
-def int2_bytes(B, L, hp=True, ng=1, sbytes=2):
-    hp_len = min(L, SINK + RECENT)
-    q_len = L - hp_len
-    return B * HKV * (q_len * (2 * (D // 4) + 2 * 2 * ng * sbytes) + hp_len * 2 * D * 2)
+# --------------------------------------------------------------------------------------------- caches
+def lens_for(L):
+    """(hp_len, int2_len) of a sequence of L tokens under the page rule (B = block_size)."""
+    n = BS * (max(0, L - SINK - RECENT) // BS)
+    return L - n, n
+
+
+def int2_bytes(B, L):
+    hp, n = lens_for(L)
+    return B * HKV * (n * (2 * (D // 4) + 4 * 2) + hp * 2 * D * 2)
 
 
 def bf16_bytes(B, L):
     return B * HKV * L * 2 * D * 2
 
 
-def make_mixed(B, L, R, dev, bf16_only=False):
+def make_mixed(B, L, R, dev, layout):
     """Pool with R independent copies of B sequences of L tokens (random contents), and R metas."""
-    hp_len = L if bf16_only else min(L, SINK + RECENT)
-    q_len = L - hp_len
-    nhp, nq = -(-hp_len // BS), -(-q_len // BS)
-    cfg = QuantConfig(bits=2, group_size=128, clip_ratio=0.96, scale_dtype="float16")
-    vcfg = QuantConfig(bits=2, group_size=128, clip_ratio=0.92, scale_dtype="float16")
-    pool = MixedKVPool.allocate(R * B * nq + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev)
+    hp_len, n = lens_for(L)
+    nhp, ni = -(-hp_len // BS), -(-n // BS)
+    cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
+    vcfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.92, scale_dtype="float16")
+    pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout)
     for t in (pool.k_codes, pool.v_codes):
         t.random_(0, 256)
     for t in (pool.k_scale, pool.v_scale):
@@ -140,51 +151,62 @@ def make_mixed(B, L, R, dev, bf16_only=False):
     for t in (pool.k_hp, pool.v_hp):
         t.normal_()
     gen = torch.Generator(device="cpu").manual_seed(0)
-    qperm = torch.randperm(R * B * nq, generator=gen) + 1  # shuffled: realistic fragmentation
+    iperm = torch.randperm(R * B * ni, generator=gen) + 1
     hperm = torch.randperm(R * B * nhp, generator=gen) + 1
     metas = []
     for r in range(R):
-        qb = qperm[r * B * nq : (r + 1) * B * nq].view(B, max(nq, 0)).int() if nq else torch.zeros(B, 1, dtype=torch.int32)
+        ib = iperm[r * B * ni : (r + 1) * B * ni].view(B, ni).int() if ni else torch.zeros(B, 1, dtype=torch.int32)
         hb = hperm[r * B * nhp : (r + 1) * B * nhp].view(B, nhp).int()
         metas.append(DecodeMeta(hb.to(dev), torch.full((B,), hp_len, dtype=torch.int32, device=dev),
-                                qb.to(dev), torch.full((B,), q_len, dtype=torch.int32, device=dev), hp_len, q_len))
+                                ib.to(dev), torch.full((B,), n, dtype=torch.int32, device=dev), hp_len, n))
     return pool, metas
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_int2(B, L, dev, configs, bf16_only=False):
-    nbytes = bf16_bytes(B, L) if bf16_only else int2_bytes(B, L)
+def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None, probe=False):
+    """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
+    or the Triton fallback."""
+    nbytes = int2_bytes(B, L)
     R = copies_for(nbytes)
-    pool, metas = make_mixed(B, L, R, dev, bf16_only)
+    pool, metas = make_mixed(B, L, R, dev, "tile16" if backend == "cuda" else "logical")
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
-    best = None
-    for cfg in configs:
-        try:
-            t = time_calls([lambda m=m: decode_attention(q, pool, m, backend="triton", **cfg) for m in metas])
-        except Exception as e:  # a config that does not compile / fit is skipped, not fatal
-            log(f"  config {cfg} failed: {type(e).__name__}: {str(e)[:200]}")
-            continue
-        if best is None or t < best[0]:
-            best = (t, cfg)
+    out = torch.empty_like(q)
+    if backend == "cuda":
+        best = None
+        for var in variants:
+            cfg = CudaDecodeConfig(variant=var)
+            plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
+            if split_scale:
+                n = max(1, round(plans[0].n_int2 * split_scale))
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_int2_splits=n) for m in metas]
+            if probe:  # loads only (see DecodePlan.run)
+                t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=True) for m, p in zip(metas, plans)])
+            else:
+                t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
+            if best is None or t < best[0]:
+                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=var))
+        t, extra = best
+    else:
+        cfg = TritonDecodeConfig(ctas_per_sm=4)
+        t = time_calls([lambda m=m: decode_attention(q, pool, m, backend="triton", config=cfg, out=out) for m in metas])
+        extra = {}
     del pool, metas
-    if best is None:  # every config failed: report NaN instead of stopping the whole run
-        return float("nan"), None, nbytes
-    return best[0], best[1], nbytes
+    return t, nbytes, extra
 
 
-def bench_sdpa(B, L, dev):
-    """BF16 flash SDPA. GQA decode is fed as MHA over KV heads with the g query heads of each KV head
-    as g query rows (no mask), which is exactly GQA decode and lets the flash kernel read K/V once."""
+def bench_sdpa(B, L, dev, which):
+    """BF16 SDPA. GQA decode is fed as MHA over KV heads with the g query heads of each KV head as g query
+    rows (no mask), which is exactly GQA decode and lets the kernel read K/V once."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     nbytes = bf16_bytes(B, L)
     R = copies_for(nbytes)
     kv = [(torch.randn(B, HKV, L, D, device=dev, dtype=torch.bfloat16), torch.randn(B, HKV, L, D, device=dev, dtype=torch.bfloat16)) for _ in range(R)]
     q = torch.randn(B, HKV, HQ // HKV, D, device=dev, dtype=torch.bfloat16)
-    backends = [SDPBackend.MATH] if SMOKE else [SDPBackend.FLASH_ATTENTION]
+    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[which]
 
     def call(k, v):
-        with sdpa_kernel(backends):
+        with sdpa_kernel([be]):
             return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
     t = time_calls([lambda k=k, v=v: call(k, v) for k, v in kv])
@@ -192,200 +214,219 @@ def bench_sdpa(B, L, dev):
     return t, nbytes
 
 
-def bench_append(B, dev, rows_mode):
-    """Per-call time of write_kv: 'decode' = B rows, each into the ring with one demotion (fused);
-    'prefill' = B rows straight into INT2 (clip + quantize + pack)."""
-    cfg = QuantConfig(clip_ratio=0.96)
-    vcfg = QuantConfig(clip_ratio=0.92)
-    nb = -(-B // BS) * 4 + 2
-    pool = MixedKVPool.allocate(nb, nb, BS, HKV, D, cfg, vcfg, device=dev)
-    pool.k_hp.normal_()
-    pool.v_hp.normal_()
-    k = torch.randn(B, HKV, D, device=dev, dtype=torch.bfloat16)
-    v = torch.randn(B, HKV, D, device=dev, dtype=torch.bfloat16)
-    slots = torch.arange(B, device=dev) + BS
-    none = torch.full((B,), -1, dtype=torch.int64, device=dev)
-    if rows_mode == "decode":
-        plan = WritePlan(slots, none, slots, slots, True)  # demote the ring row, then overwrite it
-    else:
-        plan = WritePlan(none, slots, none, none, True)
-    t = time_calls([lambda: write_kv(pool, k, v, plan, backend="triton")])
-    return t
+def bench_flashinfer(B, L, dev, kv_dtype):
+    import flashinfer
+
+    esz = 1 if kv_dtype == torch.float8_e4m3fn else 2
+    nbytes = B * HKV * L * 2 * D * esz
+    R = copies_for(nbytes)
+    npg = -(-L // BS)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
+    indptr = torch.arange(B + 1, dtype=torch.int32, device=dev) * npg
+    indices = torch.randperm(B * npg, generator=gen).int().to(dev)
+    last = torch.full((B,), L - (npg - 1) * BS, dtype=torch.int32, device=dev)
+    w.plan(indptr, indices, last, HQ, HKV, D, BS, pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
+           kv_data_type=kv_dtype)
+    caches = []
+    for _ in range(R):
+        c = torch.randn(B * npg, 2, BS, HKV, D, device=dev, dtype=torch.bfloat16)
+        caches.append(c.to(kv_dtype) if kv_dtype != torch.bfloat16 else c)
+        del c
+    q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
+    kw = dict(k_scale=1.0, v_scale=1.0) if kv_dtype == torch.float8_e4m3fn else {}
+    t = time_calls([lambda c=c: w.run(q, c, **kw) for c in caches])
+    del caches
+    return t, nbytes
+
+
+def bench_append(B, dev, backend, steps=16):
+    """Steady-state decode steps of B sequences (past the windows): per step one row per sequence into the
+    ring, and once per 16 steps a whole page per sequence quantized into INT2. Returns seconds per step
+    (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer)."""
+    cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
+    L0 = SINK + RECENT + 40
+    nb = B * (-(-(L0 + steps) // BS) + 2) + 4
+    layout = "tile16" if backend == "cuda" else "logical"
+    pool = MixedKVPool.allocate(nb, nb, BS, HKV, D, cfg, vcfg, device=dev, layout=layout)
+    cache = MixedKVCache(nb, nb, BS, SINK, RECENT)
+    ids = list(range(B))
+    for i in ids:
+        cache.add(i)
+    write_kv(pool, torch.randn(B * L0, HKV, D, device=dev).bfloat16(), torch.randn(B * L0, HKV, D, device=dev).bfloat16(),
+             cache.plan_append(ids, [L0] * B), backend=backend)
+    plans = [cache.plan_append(ids, [1] * B).to(dev) for _ in range(steps)]
+    n_dem = sum(int(p.demote_src.numel() > 0) for p in plans)
+    k = torch.randn(B, HKV, D, device=dev).bfloat16()
+    v = torch.randn(B, HKV, D, device=dev).bfloat16()
+    t = time_calls([lambda p=p: write_kv(pool, k, v, p, backend=backend) for p in plans])
+    return t, n_dem
 
 
 def check_accuracy(dev):
-    """INT2 kernel vs the torch reference (fp64) at a bench-like shape with real quantized data."""
-    from oscarkv.kernels import MixedKVCache
+    """CUDA kernel vs the torch reference (fp64) on caches written by the CUDA append kernel."""
     from oscarkv.kernels.reference import decode_attention_torch
 
     out = []
-    for L, B in ([(700, 2)] if SMOKE else [(32768, 1), (5000, 4)]):
-        cfg, vcfg = QuantConfig(clip_ratio=0.96), QuantConfig(clip_ratio=0.92)
-        nb = B * (L // BS + 2) + 2
-        pool = MixedKVPool.allocate(nb, nb, BS, HKV, D, cfg, vcfg, device=dev)
+    for L, B in [(32768, 1), (5000, 4)]:
+        cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
+        nb = B * (L // BS + 3) + 2
+        pool = MixedKVPool.allocate(nb, nb, BS, HKV, D, cfg, vcfg, device=dev, layout="tile16")
         cache = MixedKVCache(nb, nb, BS, SINK, RECENT)
         ids = list(range(B))
         lens = [L - 37 * i for i in ids]
         for i in ids:
             cache.add(i)
-        for i in ids:  # prefill in one write (direct INT2 for history), then 5 decode steps (demotion)
-            plan = cache.plan_append([i], [lens[i] - 5])
-            write_kv(pool, torch.randn(lens[i] - 5, HKV, D, device=dev).bfloat16(), torch.randn(lens[i] - 5, HKV, D, device=dev).bfloat16(), plan)
-        for _ in range(5):
-            write_kv(pool, torch.randn(B, HKV, D, device=dev).bfloat16(), torch.randn(B, HKV, D, device=dev).bfloat16(), cache.plan_append(ids, [1] * B))
+        for i in ids:  # prefill (pages straight into INT2), then 20 decode steps (one page demoted)
+            n = lens[i] - 20
+            write_kv(pool, torch.randn(n, HKV, D, device=dev).bfloat16(), torch.randn(n, HKV, D, device=dev).bfloat16(),
+                     cache.plan_append([i], [n]))
+        for _ in range(20):
+            write_kv(pool, torch.randn(B, HKV, D, device=dev).bfloat16(), torch.randn(B, HKV, D, device=dev).bfloat16(),
+                     cache.plan_append(ids, [1] * B))
         meta = cache.metadata(ids, device=dev)
         q = torch.randn(B, HQ, D, device=dev).bfloat16() * 3
         ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
-        for kernel in ("mma", "fma"):
-            try:
-                o = decode_attention(q, pool, meta, backend="triton", kernel=kernel)
-            except Exception as e:
-                log(f"accuracy {kernel}: failed: {type(e).__name__}: {str(e)[:300]}")
-                continue
-            rel = float((o.double() - ref).norm() / ref.norm())
-            mx = float((o.double() - ref).abs().max())
-            out.append(dict(L=L, B=B, kernel=kernel, rel_err=rel, max_abs_err=mx, ref_rms=float(ref.pow(2).mean().sqrt())))
-            log(f"accuracy {kernel} L={L} B={B}: rel {rel:.2e} max|err| {mx:.2e}")
+        o = decode_attention(q, pool, meta)
+        rel = float((o.double() - ref).norm() / ref.norm())
+        mx = float((o.double() - ref).abs().max())
+        out.append(dict(L=L, B=B, rel_err=rel, max_abs_err=mx, ref_rms=float(ref.pow(2).mean().sqrt())))
+        log(f"accuracy cuda L={L} B={B}: rel {rel:.2e} max|err| {mx:.2e}")
     return out
 
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
+    global HQ, HKV, D, SINK, RECENT
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
+    ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--contexts", default="4096,16384,32768,65536,131072")
-    ap.add_argument("--batches", default="1,8,32")
-    ap.add_argument("--sweep", action="store_true", help="sweep kernel configs first (else use defaults)")
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--fma", action="store_true", help="also time the CUDA-core INT2 kernel (kernel='fma')")
-    ap.add_argument("--fma-sweep", action="store_true", help="sweep fma configs first; the best 3 are tried per point")
-    ap.add_argument("--mma-configs", default="default", help="'default' (2 best of the 2026-12-02 run-3 sweep) or 'one'")
-    ap.add_argument("--no-bf16paged", action="store_true")
+    ap.add_argument("--batches", default="1,8,32,128")
+    ap.add_argument("--max-bf16-gb", type=float, default=40.0, help="skip points whose BF16 cache exceeds this")
+    ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--no-triton", action="store_true")
     ap.add_argument("--no-append", action="store_true")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
+    ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
     a = ap.parse_args()
+    D = a.head_dim
+    if SMOKE:
+        HQ, HKV, SINK, RECENT = 4, 1, 16, 32
     t_start = time.time()
     dev = torch.device("cpu" if SMOKE else "cuda")
-    res = dict(date=time.strftime("%Y-%m-%d"), argv=sys.argv, torch=torch.__version__)
-    import triton
-
-    res["triton"] = triton.__version__
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
+               commit=commit, shape=dict(HQ=HQ, HKV=HKV, D=D, sink=SINK, recent=RECENT, block=BS))
     if not SMOKE:
         res["device"] = torch.cuda.get_device_name()
-    contexts = [int(x) for x in a.contexts.split(",")]
-    batches = [int(x) for x in a.batches.split(",")]
 
     def dump():
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
 
     bw, forms = copy_bandwidth(dev)
-    res["copy_bandwidth_Bps"] = bw
-    res["copy_forms_Bps"] = forms
-    log("copy forms (TB/s): " + ", ".join(f"{k} {v / 1e12:.3f}" for k, v in forms.items()))
-    log(f"copy bandwidth (read+write): {bw / 1e12:.3f} TB/s")
-    res["accuracy"] = check_accuracy(dev)
+    res["copy_bandwidth_Bps"], res["copy_forms_Bps"] = bw, forms
+    log(f"copy bandwidth (read+write): {bw / 1e12:.3f} TB/s  {json.dumps({k: round(v / 1e12, 3) for k, v in forms.items()})}")
+    if not SMOKE:
+        res["accuracy"] = check_accuracy(dev)
     dump()
+    if a.sweep and not SMOKE:
+        sw = []
+        for L, B in [(131072, 1), (32768, 1), (131072, 32), (16384, 8)]:
+            for var in (0, 1, 2, 3):
+                for sc in (0.5, 1.0, 2.0):
+                    t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
+                    sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
+                    log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
+                    torch.cuda.empty_cache()
+        res["sweep"] = sw
+        dump()
+    if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
+        pr = []
+        for L, B in [(131072, 1), (131072, 32)]:
+            for var in (0, 1, 2):
+                tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
+                tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
+                pr.append(dict(L=L, B=B, variant=var, full_us=tf * 1e6, loads_only_us=tp * 1e6, bytes=nb,
+                               full_frac_copy=nb / tf / bw, loads_only_frac_copy=nb / tp / bw, splits=exf["splits"]))
+                log(f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy), loads only "
+                    f"{tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)")
+                torch.cuda.empty_cache()
+        res["probe"] = pr
+        dump()
+    fi = not a.no_flashinfer and not SMOKE
+    if fi:
+        try:
+            import flashinfer  # noqa: F401
 
-    default = dict(kernel="mma", block_n=128, num_warps=4, num_stages=3, ctas_per_sm=4, asm_unpack=True, prefetch=True)
-    configs = [default]
-    if a.mma_configs == "default" and not a.sweep:
-        configs.append(dict(default, ctas_per_sm=2))
-    fma_configs = [dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8)]
-    if a.fma and a.fma_sweep:
-        fgrid = [dict(kernel="fma", block_n=bn, num_warps=w, num_stages=st, ctas_per_sm=c, rows=r)
-                 for bn, w, st, c, r in ((16, 4, 4, 4, 1), (16, 4, 4, 8, 1), (16, 4, 4, 16, 1), (16, 4, 1, 8, 1),
-                                         (16, 4, 8, 8, 1), (4, 1, 4, 32, 1), (8, 2, 4, 16, 1),
-                                         (32, 8, 4, 8, 1), (16, 4, 4, 8, 2))]
-        fgrid.append(dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8, magic=True))
-        fgrid.append(dict(kernel="fma", block_n=16, num_warps=4, num_stages=4, ctas_per_sm=8, separate_hp=False))
-        if SMOKE:
-            fgrid = [dict(kernel="fma", block_n=4, num_warps=1, num_stages=2, ctas_per_sm=2)]
-        fsweep = []
-        for L, B in ([(700, 1)] if SMOKE else [(32768, 1), (131072, 1), (32768, 32)]):
-            rows = []
-            for cfg in fgrid:
-                t, _, nb = bench_int2(B, L, dev, [cfg])
-                rows.append((t, cfg))
-                fsweep.append(dict(L=L, B=B, cfg=cfg, us=t * 1e6, achieved_Bps=nb / t))
-            rows.sort(key=lambda r: r[0])
-            log(f"fma sweep L={L} B={B}: best {rows[0][0] * 1e6:.1f} us {rows[0][1]}; worst {rows[-1][0] * 1e6:.1f} us "
-                f"[{time.time() - t_start:.0f} s]")
-            for _, cfg in rows[:2]:
-                if cfg not in fma_configs:
-                    fma_configs.append(cfg)
-        res["fma_sweep"] = fsweep
-        dump()
-    res["fma_configs_tried_per_point"] = fma_configs
-    if a.sweep:
-        sweep = []
-        grid = [dict(kernel="mma", block_n=bn, num_warps=w, num_stages=s, ctas_per_sm=c, asm_unpack=True, prefetch=True)
-                for bn in (64, 128, 256) for w in (4, 8) for s in (1, 3) for c in (2, 4, 8)]
-        grid += [dict(kernel="mma", block_n=128, num_warps=4, num_stages=s, ctas_per_sm=c, asm_unpack=False, prefetch=True)
-                 for s in (1, 3) for c in (2, 4)]
-        grid += [dict(kernel="mma", block_n=128, num_warps=4, num_stages=3, ctas_per_sm=2, asm_unpack=True, prefetch=False)]
-        if SMOKE:
-            grid = grid[:2]
-        for L, B in ([(700, 1)] if SMOKE else [(32768, 1), (131072, 1), (32768, 32)]):
-            rows = []
-            for cfg in grid:
-                t, _, nb = bench_int2(B, L, dev, [cfg])
-                rows.append((t, cfg))
-                sweep.append(dict(L=L, B=B, cfg=cfg, us=t * 1e6, achieved_Bps=nb / t))
-            rows.sort(key=lambda r: r[0])
-            log(f"sweep L={L} B={B}: best {rows[0][0] * 1e6:.1f} us {rows[0][1]}; worst {rows[-1][0] * 1e6:.1f} us")
-            for _, cfg in rows[:3]:
-                if cfg not in configs:
-                    configs.append(cfg)
-        res["sweep"] = sweep
-        dump()
-    res["configs_tried_per_point"] = configs
-    bf16_cfgs = [dict(block_n_hp=bn, num_warps=w, num_stages=s, ctas_per_sm=c)
-                 for bn, w, s, c in ((64, 4, 3, 2), (64, 8, 3, 4), (32, 4, 3, 4), (128, 8, 3, 2))]
-    if SMOKE:
-        bf16_cfgs = bf16_cfgs[:1]
-        contexts, batches = [700], [1, 2]
+            res["flashinfer"] = flashinfer.__version__
+        except Exception as e:
+            log(f"flashinfer unavailable: {e}")
+            fi = False
+    contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",")]
+    batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",")]
     table = []
     for L in contexts:
         for B in batches:
+            if bf16_bytes(B, L) > a.max_bf16_gb * 1e9:
+                continue
             row = dict(L=L, B=B)
-            try:
-                t, cfg, nb = bench_int2(B, L, dev, configs)
-                row.update(int2_us=t * 1e6, int2_cfg=cfg, int2_bytes=nb, int2_Bps=nb / t, int2_frac_copy=nb / t / bw)
-                if a.fma:
-                    tf_, cfgf, _ = bench_int2(B, L, dev, fma_configs)
-                    row.update(fma_us=tf_ * 1e6, fma_cfg=cfgf, fma_Bps=nb / tf_, fma_frac_copy=nb / tf_ / bw,
-                               fma_speedup_vs_mma=t / tf_)
-                t2, nb2 = bench_sdpa(B, L, dev)
-                row.update(sdpa_us=t2 * 1e6, bf16_bytes=nb2, sdpa_Bps=nb2 / t2, speedup_vs_sdpa=t2 / t)
-                if a.fma:
-                    row.update(fma_speedup_vs_sdpa=t2 / row["fma_us"] * 1e6)
-                if not a.no_bf16paged:
-                    t3, cfg3, _ = bench_int2(B, L, dev, bf16_cfgs, bf16_only=True)
-                    row.update(bf16paged_us=t3 * 1e6, bf16paged_cfg=cfg3, bf16paged_Bps=nb2 / t3, speedup_vs_bf16paged=t3 / t)
-            except torch.cuda.OutOfMemoryError as e:
-                row["error"] = f"OOM: {e}"[:200]
-            torch.cuda.empty_cache() if not SMOKE else None
+
+            def run(name, f):
+                try:
+                    t, nb, *extra = f()
+                    row[f"{name}_us"], row[f"{name}_bytes"], row[f"{name}_TBps"] = t * 1e6, nb, nb / t / 1e12
+                    if extra and extra[0]:
+                        row.update({f"{name}_{k}": v for k, v in extra[0].items()})
+                except Exception as e:  # one failing method does not stop the table
+                    row[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    log(f"  {name} L={L} B={B} failed: {row[f'{name}_error']}")
+                if not SMOKE:
+                    torch.cuda.empty_cache()
+
+            run("ours", lambda: bench_ours(B, L, dev, "cuda") if not SMOKE else bench_ours(B, L, dev, "triton"))
+            if not a.no_triton:
+                run("triton", lambda: bench_ours(B, L, dev, "triton"))
+            if not SMOKE:
+                run("sdpa_flash", lambda: bench_sdpa(B, L, dev, "flash"))
+                run("sdpa_cudnn", lambda: bench_sdpa(B, L, dev, "cudnn"))
+            if fi:
+                run("fi_bf16", lambda: bench_flashinfer(B, L, dev, torch.bfloat16))
+                run("fi_fp8", lambda: bench_flashinfer(B, L, dev, torch.float8_e4m3fn))
+            bf16s = [row[k] for k in ("sdpa_flash_us", "sdpa_cudnn_us", "fi_bf16_us") if k in row]
+            if "ours_us" in row:
+                row["ours_frac_copy"] = row["ours_TBps"] * 1e12 / bw
+                if bf16s:
+                    row["speedup_vs_best_bf16"] = min(bf16s) / row["ours_us"]
+                if "fi_fp8_us" in row:
+                    row["speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_us"]
             table.append(row)
             res["decode"] = table
             dump()
-            log(
-                f"L={L:>6} B={B:>2} int2 {row.get('int2_us', float('nan')):8.1f} us "
-                f"({row.get('int2_Bps', 0) / 1e12:.2f} TB/s, {row.get('int2_frac_copy', 0) * 100:4.0f}% copy) | "
-                f"sdpa {row.get('sdpa_us', float('nan')):8.1f} us x{row.get('speedup_vs_sdpa', float('nan')):.2f} | "
-                f"bf16 paged {row.get('bf16paged_us', float('nan')):8.1f} us x{row.get('speedup_vs_bf16paged', float('nan')):.2f}"
-                + (f" | fma {row.get('fma_us', float('nan')):8.1f} us ({row.get('fma_frac_copy', 0) * 100:4.0f}% copy) "
-                   f"x{row.get('fma_speedup_vs_sdpa', float('nan')):.2f} vs sdpa, x{row.get('fma_speedup_vs_mma', float('nan')):.2f} vs mma"
-                   if a.fma else "") + f" [{time.time() - t_start:.0f} s]"
-            )
+            f = lambda k: f"{row[k]:8.1f}" if k in row else "     n/a"  # noqa: E731
+            log(f"L={L:>6} B={B:>3} ours {f('ours_us')} us ({row.get('ours_frac_copy', 0) * 100:3.0f}% copy, "
+                f"splits {row.get('ours_splits')}, v{row.get('ours_variant')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
+                f"cudnn {f('sdpa_cudnn_us')} | fi bf16 {f('fi_bf16_us')} | fi fp8 {f('fi_fp8_us')} | "
+                f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
+                f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]")
     app = []
-    for B in ([] if a.no_append else [1, 4] if SMOKE else [1, 8, 32, 256]):
-        for mode in ("decode", "prefill"):
-            t = bench_append(B, dev, mode)
-            app.append(dict(rows=B, mode=mode, us_per_call=t * 1e6, us_per_token=t * 1e6 / B))
-            log(f"append {mode:7s} rows={B:>3}: {t * 1e6:7.2f} us/call, {t * 1e6 / B:6.3f} us/token (all {HKV} heads, K+V)")
+    for B in ([] if a.no_append or SMOKE else [1, 8, 32, 256]):
+        for backend in ("cuda", "triton"):
+            try:
+                t, n_dem = bench_append(B, dev, backend)
+            except Exception as e:
+                log(f"append {backend} B={B} failed: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            app.append(dict(batch=B, backend=backend, us_per_step=t * 1e6, us_per_token=t * 1e6 / B, steps=16,
+                            demotion_steps=n_dem))
+            log(f"append {backend:6s} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 steps, {n_dem} with "
+                f"a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")
     res["append"] = app
     dump()
-    log("done")
+    log(f"done [{time.time() - t_start:.0f} s]")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""One INT2 decode call at a given shape, for Nsight Compute:
+"""One CUDA INT2 decode call at a given shape, for Nsight Compute (device machine, repo root):
 
-    ncu --clock-control none -k regex:decode_stage1 --launch-skip 1 --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-        python3 bench/ncu_one.py 131072 1
+    ncu --clock-control none -k regex:int2_decode --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+        python3 bench/ncu_one.py 131072 1 [variant]
 """
 
 import sys
@@ -10,14 +10,15 @@ import sys
 import torch
 
 sys.path.insert(0, "bench")
-from bench_decode import HQ, D, make_mixed  # noqa: E402
+from bench_decode import HKV, HQ, D, make_mixed  # noqa: E402
 
-from oscarkv.kernels import decode_attention  # noqa: E402
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan, decode_attention  # noqa: E402
 
 L, B = int(sys.argv[1]), int(sys.argv[2])
-cfg = eval(sys.argv[3]) if len(sys.argv) > 3 else {}
-pool, metas = make_mixed(B, L, 1, torch.device("cuda"))
+var = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+pool, metas = make_mixed(B, L, 1, torch.device("cuda"), "tile16")
 q = torch.randn(B, HQ, D, device="cuda", dtype=torch.bfloat16)
-for _ in range(2):  # launch 0 compiles, launch 1 is profiled
-    decode_attention(q, pool, metas[0], backend="triton", **cfg)
+plan = DecodePlan(B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=var))
+for _ in range(3):
+    decode_attention(q, pool, metas[0], plan=plan)
 torch.cuda.synchronize()

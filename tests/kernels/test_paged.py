@@ -52,7 +52,7 @@ def test_plan_append_is_all_or_nothing():
 
 
 def test_window_lengths_and_block_ownership():
-    cache = MixedKVCache(64, 64, block_size=4, sink=8, recent=16)
+    cache = MixedKVCache(64, 64, block_size=4, sink=8, recent=16, page=1)  # per-token rule
     for s in "abc":
         cache.add(s)
     cache.plan_append(list("abc"), [5, 24, 61])
@@ -81,18 +81,21 @@ def test_window_lengths_and_block_ownership():
 
 
 @pytest.mark.parametrize("chunks", [1, 3, 40])
-def test_cache_contents_match_the_window_rule(chunks):
+@pytest.mark.parametrize("page", [1, 4, 8])
+def test_cache_contents_match_the_window_rule(chunks, page):
     """Sink and recent rows are the original BF16 rows; history rows are quantize(row) (same as format.py)."""
     S, W = 8, 16
-    lens = [3, 24, 25, 61]
-    cache, pool, ids, rows = build(lens, sink=S, recent=W, chunks=chunks)
+    lens = [3, 24, 25, 61, 30]
+    cache, pool, ids, rows = build(lens, sink=S, recent=W, chunks=chunks, page=page)
     meta = cache.metadata(ids)
     for i, t in enumerate(lens):
         k, v = gather_sequence(pool, meta, i, dtype=torch.float32)
+        n = page * (max(0, t - S - W) // page)
         hp_pos = [p for p in range(min(t, S))]
-        recent = list(range(max(S, t - W), t))
-        ring = sorted(recent, key=lambda p: (p - S) % W)
-        hist = list(range(S, max(S, t - W)))
+        recent = list(range(S + n, t)) if t > S else []
+        # page 1: ring of W slots in slot order; page B: ring listed from the oldest page = position order
+        ring = sorted(recent, key=lambda p: (p - S) % W) if page == 1 else recent
+        hist = list(range(S, S + n))
         assert k.shape[0] == len(hp_pos) + len(ring) + len(hist) == t
         exp_k = torch.cat([rows[i][0][hp_pos + ring].float(), fake_quantize(rows[i][0][hist].float(), pool.k_cfg)])
         exp_v = torch.cat([rows[i][1][hp_pos + ring].float(), fake_quantize(rows[i][1][hist].float(), pool.v_cfg)])

@@ -14,7 +14,7 @@ S, W, BS, D, HKV, G = 8, 16, 4, 64, 2, 4
 def _expected_past(rows, t, cfg):
     """Rows of positions [0, t) as the cache holds them: windows exact, history fake-quantized."""
     x = rows[:t].double().clone()
-    hist = slice(S, max(S, t - W))
+    hist = slice(S, S + BS * (max(0, t - S - W) // BS))  # page-wise rule, page = block_size
     x[hist] = fake_quantize(rows[hist].float(), cfg).double()
     return x
 
@@ -55,8 +55,8 @@ def test_chunked_prefill_matches_dense_reference(device):
 def test_one_token_prefill_equals_decode_after_append(device):
     """A 1-token chunk sees [past | itself]; decode after appending it sees the same keys.
 
-    The past is S + W - 1 tokens so the append demotes nothing (once t > S + W every append demotes the
-    oldest recent token, and the two would then differ by exactly that token's quantization).
+    The past is S + W - 1 tokens so the append demotes nothing (a page is demoted when t reaches
+    S + W + B, and the two would then differ by exactly that page's quantization).
     """
     g = torch.Generator().manual_seed(1)
     pool = MixedKVPool.allocate(64, 64, BS, HKV, D, QuantConfig(clip_ratio=0.96), QuantConfig(), device=device)

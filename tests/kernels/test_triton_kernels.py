@@ -89,33 +89,6 @@ def test_decode_matches_reference(d, G, lens, group, tuning, device):
     assert out16.dtype == torch.bfloat16 and rel_err(out16, ref16) < 6e-3
 
 
-FMA_CASES = [
-    # d, G, lens, group, tuning: GQA 1/4/8, head_dim 64/128, lengths inside the windows, uneven splits
-    (64, 1, [1, 9, 24, 25, 60], None, dict(block_n=4, num_warps=2, rows=2)),
-    (64, 4, [3, 77, 140], 16, dict(block_n=8, num_warps=1, n_q_splits=3)),
-    (128, 4, [50, 201], None, dict(block_n=16, num_warps=4, separate_hp=False)),
-    (128, 8, [97, 24, 160], 64, dict(block_n=8, num_warps=2, rows=2, n_q_splits=5, n_hp_splits=2)),
-    (128, 4, [40, 300], None, {}),  # launcher defaults (the sweep winner)
-]
-
-
-@pytest.mark.parametrize("d,G,lens,group,tuning", FMA_CASES)
-def test_decode_fma_matches_reference(d, G, lens, group, tuning, device):
-    """The CUDA-core INT2 kernel (kernel="fma"): fp32 products, so fp32 q matches fp64 to 1e-5 on any device."""
-    cache, pool, ids, _ = build(lens, d=d, group=group, device=device, seed=len(lens) + d + G + 1)
-    meta = cache.metadata(ids, device=device)
-    g = torch.Generator().manual_seed(11)
-    q = (torch.randn(len(lens), 2 * G, d, generator=g) * 3).to(device)
-    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
-    out32 = decode_attention(q, pool, meta, backend="triton", kernel="fma", tau=2.0, **tuning)
-    assert out32.dtype == torch.float32 and not out32.isnan().any()
-    # the hp tier keeps triton_decode's MMA (tf32 on the GPU)
-    assert rel_err(out32, ref) < (1e-5 if device.type == "cpu" else 5e-3)
-    out16 = decode_attention(q.bfloat16(), pool, meta, backend="triton", kernel="fma", **tuning)
-    ref16 = decode_attention_torch(q.bfloat16(), pool, meta, compute_dtype=torch.float64)
-    assert out16.dtype == torch.bfloat16 and rel_err(out16, ref16) < 6e-3
-
-
 def test_decode_empty_batch_rows_give_zero(device):
     cache, pool, ids, _ = build([0, 17], device=device)
     out = decode_attention(torch.randn(2, 4, 64, device=device), pool, cache.metadata(ids, device=device), backend="triton")

@@ -1,24 +1,37 @@
 """Paged mixed-precision KV kernels: INT2 decode attention, fused quantize-and-append, prefill.
 
-Thin typed API in the FlashInfer / vLLM style. Layouts (see ``paged.py``):
+Thin typed API in the FlashInfer / vLLM style. Layouts (see ``paged.py`` and ``layout.py``):
 
     q                   [batch, num_q_heads, head_dim]                      rotated by R_K (or pass k_rotation)
-    int2 codes          [num_int2_blocks, num_kv_heads, block_size, head_dim // 4]   uint8, quartered packing
+    int2 codes          [num_int2_blocks, num_kv_heads, block_size, head_dim // 4]   uint8
     int2 scale / zero   [num_int2_blocks, num_kv_heads, block_size, num_groups]
     hp (BF16) K / V     [num_hp_blocks, num_kv_heads, block_size, head_dim]
     block tables        [batch, max_blocks] int32 per tier, lengths [batch] int32 per tier
     slot mappings       [num_rows] int64, slot = block * block_size + offset, -1 = none
 
-Every op dispatches to Triton for CUDA tensors and to the torch reference (``reference.py``) otherwise;
-``backend="triton"`` forces Triton (on CPU only under ``TRITON_INTERPRET=1``, set before importing triton).
+The INT2 tensors come in two layouts (``MixedKVPool.layout``): "logical" (quartered rows, exactly the
+``oscarkv.quant`` format; Triton kernels) and "tile16" (block_size 16, one group per row: the same tensors
+with the bits of each (block, head) in the CUDA kernel's MMA-fragment order; ``layout.py`` has the torch
+transform both ways and ``convert_pool``). The torch reference ops (``reference.py``: ``gather_sequence``,
+``write_kv_torch``, ``decode_attention_torch``) and ``prefill_attention`` read and write either layout.
+
+Kernels: ``cuda_ops`` (CUDA C++ built at first use with nvcc; decode for tile16 pools, one launch per
+layer with ``DecodePlan`` made once per step; page-wise append), ``triton_decode`` / ``triton_append``
+(portable fallback on logical pools; CI runs them under ``TRITON_INTERPRET=1``) and the torch reference.
+``backend="auto"`` picks the fastest one that supports the call; "cuda" / "triton" / "torch" force one.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import torch
+
+from . import cuda_ops
+from .cuda_ops import CudaDecodeConfig, CudaKernelUnavailable, DecodePlan
+from .layout import codes_from_tile16, codes_to_tile16, convert_pool
 
 from .paged import (
     NULL_BLOCK,
@@ -38,13 +51,19 @@ __all__ = [
     "NULL_BLOCK",
     "BlockAllocator",
     "BlockOwnershipError",
+    "CudaDecodeConfig",
+    "CudaKernelUnavailable",
+    "DecodePlan",
+    "TritonDecodeConfig",
+    "codes_from_tile16",
+    "codes_to_tile16",
+    "convert_pool",
     "DecodeMeta",
     "MixedKVCache",
     "MixedKVPool",
     "OutOfBlocksError",
     "WritePlan",
     "check_kernel_configs",
-    "choose_decode_kernel",
     "decode_attention",
     "fold_v_rotation_into_o_proj",
     "gather_sequence",
@@ -56,12 +75,10 @@ __all__ = [
 
 
 def _backend(backend: str, t: torch.Tensor) -> str:
-    if backend == "auto":
-        return "triton" if t.is_cuda else "torch"
+    if backend not in ("auto", "cuda", "triton", "torch"):
+        raise ValueError(f"backend must be 'auto', 'cuda', 'triton' or 'torch', got {backend!r}")
     if backend == "triton" and not t.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise RuntimeError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
-    if backend not in ("triton", "torch"):
-        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
     return backend
 
 
@@ -98,6 +115,34 @@ def fold_v_rotation_into_o_proj(w_o: torch.Tensor, r_v: torch.Tensor, num_q_head
     return _per_head(w, r_v, transpose=False).reshape(hidden, -1).to(w_o.dtype)
 
 
+@dataclass(frozen=True)
+class TritonDecodeConfig:
+    """Launch knobs of the portable Triton decode kernel (``triton_decode.decode_attention_triton``)."""
+
+    block_n: int = 128
+    block_n_hp: int = 64
+    num_warps: int = 4
+    num_stages: int = 3
+    min_split_tokens: int = 256
+    ctas_per_sm: int = 2
+    asm_unpack: bool = True
+    prefetch: bool = True
+    n_hp_splits: int | None = None
+    n_int2_splits: int | None = None
+
+
+def _legacy_triton_config(tuning: dict) -> TritonDecodeConfig:
+    # Old callers passed launcher knobs as **tuning (and n_q_splits, kernel="mma"); keep them working.
+    t = dict(tuning)
+    kernel = t.pop("kernel", "mma")
+    if kernel not in ("mma", "auto"):
+        raise ValueError(f"kernel={kernel!r}: the CUDA-core 'fma' variant was removed (slower everywhere, "
+                         "BENCHMARKS.md); use the default")
+    if "n_q_splits" in t:
+        t["n_int2_splits"] = t.pop("n_q_splits")
+    return TritonDecodeConfig(**t)
+
+
 def decode_attention(
     q: torch.Tensor,
     pool: MixedKVPool,
@@ -107,50 +152,84 @@ def decode_attention(
     k_rotation: torch.Tensor | None = None,
     v_rotation: torch.Tensor | None = None,
     backend: str = "auto",
-    **tuning,
+    config: TritonDecodeConfig | CudaDecodeConfig | None = None,
+    plan: DecodePlan | None = None,
+    out: torch.Tensor | None = None,
+    **legacy_tuning,
 ) -> torch.Tensor:
     """Single-token decode attention over sink + INT2 history + recent.
 
     q ``[batch, num_q_heads, head_dim]``. With ``k_rotation`` q is rotated first (else it must already be
     rotated). With ``v_rotation`` the output is returned in the model's V space; without it the output
     stays rotated (fold R_V into o_proj with ``fold_v_rotation_into_o_proj``). Output dtype = q's dtype.
-    ``tuning`` goes to the Triton launcher (block_n, num_warps, num_stages, n_q_splits, ...), except
-    ``kernel``: "mma" (``triton_decode``: tensor-core MMAs on raw codes), "fma" (``triton_decode_fma``:
-    CUDA-core products for small GQA groups) or "auto" (default; see ``choose_decode_kernel``).
+
+    backend: "auto" picks the CUDA kernel (``cuda_ops``) when the pool is in the tile16 layout and the
+    shape is supported, else Triton on CUDA tensors, else the torch reference. "cuda" / "triton" /
+    "torch" force one. ``plan`` (a ``DecodePlan`` made once per decode step and shared by all layers)
+    avoids per-call host work and allocation for the CUDA kernel; without it one is made per call.
+    ``config`` is the chosen kernel's typed config. ``legacy_tuning`` (old ``**tuning`` keywords) builds a
+    ``TritonDecodeConfig`` for old callers.
     """
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if k_rotation is not None:
         q = rotate_q(q, k_rotation)
-    if _backend(backend, q) == "triton":
-        kernel = tuning.pop("kernel", "auto")
-        if kernel == "auto":
-            kernel = choose_decode_kernel(q.shape[0], q.shape[1] // pool.num_kv_heads, meta)
-        if kernel == "fma":
-            from .triton_decode_fma import decode_attention_triton_fma as run
-        elif kernel == "mma":
-            from .triton_decode import decode_attention_triton as run
+    be = _backend(backend, q)
+    if legacy_tuning:
+        if config is not None:
+            raise ValueError("pass either config= or legacy keyword tuning, not both")
+        config = _legacy_triton_config(legacy_tuning)
+        be = "triton" if be == "auto" else be
+    if be == "auto":
+        if plan is not None or (q.is_cuda and pool.layout == "tile16" and cuda_ops.unsupported_reason(q, pool) is None):
+            be = "cuda"
+        elif q.is_cuda and pool.layout == "logical":
+            be = "triton"
         else:
-            raise ValueError(f"kernel must be 'auto', 'mma' or 'fma', got {kernel!r}")
-        out = run(q.contiguous(), pool, meta, sm_scale, **tuning)
+            be = "torch"
+    if be == "cuda":
+        why = cuda_ops.unsupported_reason(q, pool)
+        if why:
+            raise cuda_ops.CudaKernelUnavailable(f"backend='cuda' cannot run this call: {why}")
+        if plan is None:
+            cfg = config if isinstance(config, CudaDecodeConfig) else None
+            plan = DecodePlan(q.shape[0], q.shape[1], pool.num_kv_heads, pool.head_dim, meta, q.device, q.dtype, cfg)
+        o = plan.run(q, pool, meta, sm_scale, out=out)
+    elif be == "triton":
+        if pool.layout != "logical":
+            raise ValueError(f"the Triton decode kernel reads the logical INT2 layout, the pool is {pool.layout!r}; "
+                             "use backend='cuda' or convert_pool(pool, 'logical')")
+        from .triton_decode import decode_attention_triton
+
+        cfg = config if isinstance(config, TritonDecodeConfig) else TritonDecodeConfig()
+        c = dict(cfg.__dict__)
+        c["n_q_splits"] = c.pop("n_int2_splits")
+        o = decode_attention_triton(q.contiguous(), pool, meta, sm_scale, out=out, **c)
     else:
-        out = decode_attention_torch(q, pool, meta, sm_scale).to(q.dtype)
-    return unrotate_v(out, v_rotation) if v_rotation is not None else out
-
-
-def choose_decode_kernel(batch: int, group: int, meta: DecodeMeta) -> str:
-    """Which Triton decode kernel ``kernel="auto"`` runs.
-
-    "fma" would be chosen only where it measured faster on the H200. On 2026-12-02 (BENCHMARKS.md,
-    "CUDA-core variant") it was slower than "mma" at every measured shape (4K-128K, batch 1-32, GQA 4:
-    0.48-0.66x), so this is "mma" everywhere.
-    """
-    return "mma"
+        o = decode_attention_torch(q, pool, meta, sm_scale).to(q.dtype)
+        if out is not None:
+            out.copy_(o)
+            o = out
+    return unrotate_v(o, v_rotation) if v_rotation is not None else o
 
 
 def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan, *, backend: str = "auto") -> None:
     """Fused clip + quantize + append of new rows ``[num_rows, num_kv_heads, head_dim]`` (rotated) per ``plan``,
-    including demotion of the oldest recent BF16 rows into INT2 (see ``WritePlan``)."""
-    if _backend(backend, k) == "triton":
+    including demotion of recent BF16 rows into INT2 (see ``WritePlan``).
+
+    "auto": the CUDA kernel for a tile16 pool on the GPU (page-wise plan), Triton for a logical pool on
+    the GPU, else the torch reference (which handles both layouts).
+    """
+    be = _backend(backend, k)
+    if be == "auto":
+        if k.is_cuda and pool.layout == "tile16" and plan.page_dst is not None:
+            be = "cuda"
+        elif k.is_cuda and pool.layout == "logical":
+            be = "triton"
+        else:
+            be = "torch"
+    if be == "cuda":
+        cuda_ops.write_kv_cuda(pool, k, v, plan)
+    elif be == "triton":
         from .triton_append import write_kv_triton
 
         write_kv_triton(pool, k, v, plan)

@@ -1,37 +1,40 @@
 """Paged mixed-precision KV layout: pools, a block allocator and the per-sequence window bookkeeping.
 
-Logical layout of one sequence of t tokens (spec section 4):
+Logical layout of one sequence of t tokens (spec section 4; page-wise demotion, TEAM decision 1), with
+page B (default block_size) and n = int2_len(t) = B * floor(max(0, t - S - W) / B):
 
     [0, S)            BF16 sink             (hp pool, hp index = position)
-    [S, t - W)        INT2 history          (int2 pool, int2 index = position - S)
-    [t - W, t)        BF16 recent window    (hp pool, ring: hp index = S + (position - S) % W)
+    [S, S + n)        INT2 history          (int2 pool, int2 index = position - S)
+    [S + n, t)        BF16 recent window    (hp pool, ring: hp index = S + (position - S) % R,
+                                             R = W + B, or W when B = 1)
 
-Sequences with t <= S + W are entirely BF16. Everything is stored rotated (x @ R).
+Sequences with t < S + W + B are entirely BF16. Everything is stored rotated (x @ R).
 
 Pools (one layer; a model keeps one pool per layer and shares the block tables across layers). Both use
 FlashInfer's "HND" page layout, so the ``block_size`` rows of one (block, head) are contiguous: a decode
 kernel then streams 512 contiguous bytes of packed K per (16-token block, head) instead of 32-byte pieces.
 
     int2 pool   k_codes, v_codes   [num_int2_blocks, num_kv_heads, block_size, head_dim // 4]  uint8
+                (``layout`` "logical": quartered rows as in oscarkv.quant; "tile16": the CUDA kernel's
+                fragment order inside each (block, head), see layout.py)
                 k_scale, k_zero,   [num_int2_blocks, num_kv_heads, block_size, num_groups]     scale dtype
                 v_scale, v_zero
     hp pool     k_hp, v_hp         [num_hp_blocks, num_kv_heads, block_size, head_dim]         bf16 / fp16
 
 Addressing (vLLM / FlashInfer conventions, one table per tier):
 
-    hp_block_tables   [batch, max_hp_blocks]   int32   hp block ids of sink + ring, in hp-index order
-    hp_lens           [batch]                  int32   valid hp tokens = min(t, S + W)
+    hp_block_tables   [batch, max_hp_blocks]   int32   hp block ids: sink, then ring from the oldest block
+    hp_lens           [batch]                  int32   valid hp tokens = t - int2_len(t)
     int2_block_tables [batch, max_int2_blocks] int32   int2 block ids of the history, in order
-    int2_lens         [batch]                  int32   int2 tokens = max(0, t - S - W)
+    int2_lens         [batch]                  int32   int2 tokens = int2_len(t)
     slot = block_id * block_size + offset_in_block     (vLLM slot_mapping convention, per pool)
 
 Departures from the spec, and why:
   * The spec keeps one flat slot space with per-token indirection (req_to_token) and demotes 8 tokens at
     a time into a fresh page. We use per-tier block tables (the vLLM/FlashInfer convention the issue asks
-    for) and demote one token per decode step into the next INT2 slot, so the recent window is exactly W
-    once the sequence is longer than S + W (spec: oscillates in [W, W + 7]). Since the ring slot of the
-    demoted token is the one the new token overwrites, the valid hp tokens are always a prefix of
-    [sink blocks | ring blocks], which keeps the decode kernel's hp segment a plain (table, length) pair.
+    for) and demote one whole page of B = block_size (16) tokens every B steps (spec: 8). The metadata
+    lists the ring blocks starting at the oldest recent token's block, so the valid hp tokens are always
+    a prefix of the hp table, which keeps the decode kernel's hp segment a plain (table, length) pair.
   * Attention over the cache is order-free (RoPE is applied before caching), so the ring does not need
     to be kept in position order.
   * Block 0 of each pool is reserved as the null block: block tables are padded with 0, so a padded
@@ -124,6 +127,8 @@ class MixedKVPool:
     v_hp: torch.Tensor
     k_cfg: QuantConfig
     v_cfg: QuantConfig
+    # "logical" (oscarkv.quant rows) or "tile16" (the CUDA kernel's fragment order, see kernels/layout.py)
+    layout: str = "logical"
 
     @property
     def block_size(self) -> int:
@@ -153,10 +158,15 @@ class MixedKVPool:
         v_cfg: QuantConfig | None = None,
         dtype: torch.dtype = torch.bfloat16,
         device="cpu",
+        layout: str = "logical",
     ) -> "MixedKVPool":
         k_cfg = k_cfg or QuantConfig()
         v_cfg = v_cfg or QuantConfig()
         check_kernel_configs(k_cfg, v_cfg, head_dim)
+        if layout not in ("logical", "tile16"):
+            raise ValueError(f"layout must be 'logical' or 'tile16', got {layout!r}")
+        if layout == "tile16" and (block_size != 16 or k_cfg.group(head_dim) != head_dim):
+            raise ValueError("layout='tile16' needs block_size=16 and one scale group per row (group_size >= head_dim)")
         ng = head_dim // k_cfg.group(head_dim)
         sdt = _dtype(k_cfg.scale_dtype)
         qshape = (num_int2_blocks, num_kv_heads, block_size)
@@ -173,6 +183,7 @@ class MixedKVPool:
             v_hp=z(num_hp_blocks, num_kv_heads, block_size, head_dim, dt=dtype),
             k_cfg=k_cfg,
             v_cfg=v_cfg,
+            layout=layout,
         )
 
 
@@ -214,15 +225,21 @@ class DecodeMeta:
         return DecodeMeta(*(x.to(device) for x in t), self.max_hp_len, self.max_int2_len)
 
 
+
 @dataclass
 class WritePlan:
-    """Row-wise write instructions for ``write_kv`` (all ``[num_rows]`` int64, -1 = nothing to do).
+    """Write instructions for ``write_kv`` (int64 tensors, -1 = nothing to do).
 
-    Row r of the new K/V goes to hp slot ``hp_slots[r]`` (copied) or to int2 slot ``int2_slots[r]``
-    (clipped + quantized). Before that, the BF16 row at hp slot ``demote_src[r]`` is quantized into int2
-    slot ``demote_dst[r]`` (the oldest recent token leaving the window). ``fusable`` is False when a
-    row's demotion source is overwritten by a *different* row of the same call (chunks longer than W);
-    then demotion must run as its own pass first.
+    Row r of the new K/V (``[num_rows]`` arrays) goes to hp slot ``hp_slots[r]`` (copied) or to int2 slot
+    ``int2_slots[r]`` (clipped + quantized). Before that, each BF16 row at hp slot ``demote_src[i]`` is
+    quantized into int2 slot ``demote_dst[i]`` (``[num_demoted]``, rows leaving the recent window; page-wise
+    demotion makes this 0 or a multiple of the page at each step). ``fusable`` is False when a new row's hp
+    slot is a demotion source of the same call (chunks longer than the ring); then demotion runs first.
+
+    Page view (set by ``MixedKVCache`` when the page is a multiple of block_size, used by the CUDA append
+    kernel of the tile16 layout): every int2 block written by this call, ``page_dst [P]``, with the source
+    of each of its rows ``page_src [P, block_size]``: ``>= 0`` an hp slot (demotion), ``< 0`` new row
+    ``-(x + 1)``.
     """
 
     hp_slots: torch.Tensor
@@ -230,9 +247,13 @@ class WritePlan:
     demote_src: torch.Tensor
     demote_dst: torch.Tensor
     fusable: bool
+    page_dst: torch.Tensor | None = None
+    page_src: torch.Tensor | None = None
 
     def to(self, device) -> "WritePlan":
-        return WritePlan(*(t.to(device) for t in (self.hp_slots, self.int2_slots, self.demote_src, self.demote_dst)), self.fusable)
+        mv = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return WritePlan(*(t.to(device) for t in (self.hp_slots, self.int2_slots, self.demote_src, self.demote_dst)),
+                         self.fusable, mv(self.page_dst), mv(self.page_src))
 
 
 class _Seq:
@@ -247,16 +268,29 @@ class _Seq:
 class MixedKVCache:
     """Bookkeeping for sink + INT2 history + recent ring over two block pools (no tensors held).
 
+    Window rule (TEAM decision 1, page-wise demotion with page B): a sequence of t tokens holds
+        int2_len(t) = B * floor(max(0, t - S - W) / B)       tokens [S, S + int2_len) in INT2
+        sink [0, min(t, S)) and recent [S + int2_len, t) in the hp pool (W .. W + B - 1 recent tokens).
+    B = 1 is the per-token rule (ring of W slots); otherwise B must be a multiple of block_size and the
+    ring has W + B slots, so a demoted page is whole blocks of both pools. ``page`` defaults to
+    block_size (the GPU rule). The hp block table lists the sink blocks, then the ring blocks starting at
+    the block of the oldest recent token, so the valid hp tokens are always a prefix of the table.
+
     ``plan_append`` reserves blocks and returns the slot mappings for new tokens; ``metadata`` returns
     the block tables and lengths for attention. The tensors live in ``MixedKVPool`` (one per layer).
     """
 
-    def __init__(self, num_int2_blocks: int, num_hp_blocks: int, block_size: int = 16, sink: int = 64, recent: int = 256):
+    def __init__(self, num_int2_blocks: int, num_hp_blocks: int, block_size: int = 16, sink: int = 64,
+                 recent: int = 256, page: int | None = None):
+        page = block_size if page is None else page
         if sink % block_size or recent % block_size:
             raise ValueError(f"sink ({sink}) and recent ({recent}) must be multiples of block_size ({block_size})")
         if recent <= 0:
             raise ValueError("recent must be positive (the ring holds at least one block)")
-        self.block_size, self.sink, self.recent = block_size, sink, recent
+        if page != 1 and (page <= 0 or page % block_size):
+            raise ValueError(f"page ({page}) must be 1 or a positive multiple of block_size ({block_size})")
+        self.block_size, self.sink, self.recent, self.page = block_size, sink, recent, page
+        self.ring = recent if page == 1 else recent + page
         self.int2_alloc = BlockAllocator(num_int2_blocks, "int2 pool")
         self.hp_alloc = BlockAllocator(num_hp_blocks, "hp pool")
         self._seqs: dict[object, _Seq] = {}
@@ -280,14 +314,18 @@ class MixedKVCache:
         return list(s.hp_blocks), list(s.int2_blocks)
 
     # ---- position -> slot --------------------------------------------------------------------------
-    def hp_index(self, pos: int) -> int:
-        return pos if pos < self.sink else self.sink + (pos - self.sink) % self.recent
+    def int2_len(self, t: int) -> int:
+        B = self.page
+        return B * (max(0, t - self.sink - self.recent) // B)
 
     def hp_len(self, t: int) -> int:
-        return min(t, self.sink + self.recent)
+        return t - self.int2_len(t)
 
-    def int2_len(self, t: int) -> int:
-        return max(0, t - self.sink - self.recent)
+    def hp_index(self, pos: int) -> int:
+        return pos if pos < self.sink else self.sink + (pos - self.sink) % self.ring
+
+    def _hp_slots_used(self, t: int) -> int:
+        return min(t, self.sink) + min(max(0, t - self.sink), self.ring)
 
     def _slot(self, blocks: list[int], idx: int) -> int:
         return blocks[idx // self.block_size] * self.block_size + idx % self.block_size
@@ -302,54 +340,70 @@ class MixedKVCache:
         if len(seq_ids) != len(num_new) or len(set(seq_ids)) != len(seq_ids):
             raise ValueError("seq_ids must be unique and match num_new")
         bs = self.block_size
-        need_hp = need_q = 0
+        need_hp = need_int2 = 0
         for sid, c in zip(seq_ids, num_new):
             s = self._seqs[sid]
-            need_hp += max(0, -(-self.hp_len(s.length + c) // bs) - len(s.hp_blocks))
-            need_q += max(0, -(-self.int2_len(s.length + c) // bs) - len(s.int2_blocks))
+            need_hp += max(0, -(-self._hp_slots_used(s.length + c) // bs) - len(s.hp_blocks))
+            need_int2 += max(0, -(-self.int2_len(s.length + c) // bs) - len(s.int2_blocks))
         if need_hp > self.hp_alloc.num_free:
             self.hp_alloc.allocate(need_hp, seq_ids)  # raises with the standard message
-        if need_q > self.int2_alloc.num_free:
-            self.int2_alloc.allocate(need_q, seq_ids)
-        hp_slots, q_slots, dsrc, ddst = [], [], [], []
-        fusable = True
-        S, W = self.sink, self.recent
+        if need_int2 > self.int2_alloc.num_free:
+            self.int2_alloc.allocate(need_int2, seq_ids)
+        hp_slots, int2_slots, dsrc, ddst = [], [], [], []
+        pages: dict[int, list[int]] = {}  # int2 block -> per-row source (hp slot, or -(row + 1))
+        S = self.sink
+        row = 0
         for sid, c in zip(seq_ids, num_new):
             s = self._seqs[sid]
             t0, t1 = s.length, s.length + c
-            s.hp_blocks += self.hp_alloc.allocate(max(0, -(-self.hp_len(t1) // bs) - len(s.hp_blocks)), sid)
+            s.hp_blocks += self.hp_alloc.allocate(max(0, -(-self._hp_slots_used(t1) // bs) - len(s.hp_blocks)), sid)
             s.int2_blocks += self.int2_alloc.allocate(max(0, -(-self.int2_len(t1) // bs) - len(s.int2_blocks)), sid)
-            if c > W:
-                fusable = False
+            i0, i1 = S + self.int2_len(t0), S + self.int2_len(t1)  # int2 region grows from [S, i0) to [S, i1)
+            for p in range(max(i0, S), min(i1, t0)):  # were in the ring before this call: demote
+                src, dst = self._slot(s.hp_blocks, self.hp_index(p)), self._slot(s.int2_blocks, p - S)
+                dsrc.append(src)
+                ddst.append(dst)
+                pages.setdefault(dst // bs, [0] * bs)[dst % bs] = src
             for p in range(t0, t1):
-                if p < S or p >= t1 - W:
-                    hp_slots.append(self._slot(s.hp_blocks, self.hp_index(p)))
-                    q_slots.append(-1)
-                else:
+                if S <= p < i1:
+                    dst = self._slot(s.int2_blocks, p - S)
                     hp_slots.append(-1)
-                    q_slots.append(self._slot(s.int2_blocks, p - S))
-                old = p - W  # the token whose ring slot p maps to
-                if old >= S and t0 - W <= old < t0:  # it was in the ring before this call: demote it
-                    dsrc.append(self._slot(s.hp_blocks, self.hp_index(old)))
-                    ddst.append(self._slot(s.int2_blocks, old - S))
+                    int2_slots.append(dst)
+                    pages.setdefault(dst // bs, [0] * bs)[dst % bs] = -(row + 1)
                 else:
-                    dsrc.append(-1)
-                    ddst.append(-1)
+                    hp_slots.append(self._slot(s.hp_blocks, self.hp_index(p)))
+                    int2_slots.append(-1)
+                row += 1
             s.length = t1
+        fusable = not (set(dsrc) & set(hp_slots))
         mk = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
-        return WritePlan(mk(hp_slots), mk(q_slots), mk(dsrc), mk(ddst), fusable)
+        page_dst = page_src = None
+        if self.page % bs == 0:  # whole blocks only (page 1 with block_size 1 included)
+            page_dst = mk(list(pages.keys()))
+            page_src = mk(list(pages.values())).reshape(len(pages), bs)
+        return WritePlan(mk(hp_slots), mk(int2_slots), mk(dsrc), mk(ddst), fusable, page_dst, page_src)
 
     # ---- reads -------------------------------------------------------------------------------------
+    def _hp_table(self, s: _Seq) -> list[int]:
+        """Sink blocks, then ring blocks from the one holding the oldest recent token (valid hp = prefix)."""
+        ns = self.sink // self.block_size
+        sink, ring = s.hp_blocks[:ns], s.hp_blocks[ns:]
+        if self.page == 1 or not ring or s.length <= self.sink:
+            return sink + ring
+        first = ((self.int2_len(s.length)) % self.ring) // self.block_size
+        return sink + ring[first:] + ring[:first]
+
     def metadata(self, seq_ids: list, device="cpu") -> DecodeMeta:
         seqs = [self._seqs[s] for s in seq_ids]
         mh = max([len(s.hp_blocks) for s in seqs] + [1])
-        mq = max([len(s.int2_blocks) for s in seqs] + [1])
+        mi = max([len(s.int2_blocks) for s in seqs] + [1])
         hp_bt = torch.full((len(seqs), mh), NULL_BLOCK, dtype=torch.int32)
-        q_bt = torch.full((len(seqs), mq), NULL_BLOCK, dtype=torch.int32)
+        int2_bt = torch.full((len(seqs), mi), NULL_BLOCK, dtype=torch.int32)
         for i, s in enumerate(seqs):
-            hp_bt[i, : len(s.hp_blocks)] = torch.tensor(s.hp_blocks, dtype=torch.int32)
-            q_bt[i, : len(s.int2_blocks)] = torch.tensor(s.int2_blocks, dtype=torch.int32)
+            hp_bt[i, : len(s.hp_blocks)] = torch.tensor(self._hp_table(s), dtype=torch.int32)
+            int2_bt[i, : len(s.int2_blocks)] = torch.tensor(s.int2_blocks, dtype=torch.int32)
         hp_lens = torch.tensor([self.hp_len(s.length) for s in seqs], dtype=torch.int32)
-        q_lens = torch.tensor([self.int2_len(s.length) for s in seqs], dtype=torch.int32)
-        meta = DecodeMeta(hp_bt, hp_lens, q_bt, q_lens, max(hp_lens.tolist(), default=0), max(q_lens.tolist(), default=0))
+        int2_lens = torch.tensor([self.int2_len(s.length) for s in seqs], dtype=torch.int32)
+        meta = DecodeMeta(hp_bt, hp_lens, int2_bt, int2_lens, max(hp_lens.tolist(), default=0),
+                          max(int2_lens.tolist(), default=0))
         return meta.to(device)

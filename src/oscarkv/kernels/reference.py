@@ -12,6 +12,7 @@ import math
 import torch
 
 from ..quant.format import QuantizedRows, dequantize, quantize
+from .layout import blocks_to_logical, convert_pool
 from .paged import DecodeMeta, MixedKVPool, WritePlan
 
 
@@ -20,8 +21,12 @@ def _split(slots: torch.Tensor, block_size: int):
 
 
 def read_int2(pool: MixedKVPool, slots: torch.Tensor, which: str) -> QuantizedRows:
-    """Packed rows ``[n, num_kv_heads, ...]`` stored at int2 ``slots``."""
+    """Packed rows ``[n, num_kv_heads, ...]`` stored at int2 ``slots`` (logical format, any pool layout)."""
     b, o = _split(slots.long(), pool.block_size)
+    if pool.layout != "logical":  # convert each touched block once
+        ub, inv = torch.unique(b, return_inverse=True)
+        codes, scale, zero = blocks_to_logical(pool, ub, which)
+        return QuantizedRows(codes[inv, :, o], scale[inv, :, o], zero[inv, :, o], pool.head_dim, 2)
     codes, scale, zero = (getattr(pool, f"{which}_{n}") for n in ("codes", "scale", "zero"))
     return QuantizedRows(codes[b, :, o], scale[b, :, o], zero[b, :, o], pool.head_dim, 2)
 
@@ -36,8 +41,16 @@ def write_kv_torch(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wr
     """Reference of the fused quantize-and-append: ``k, v`` are ``[num_rows, num_kv_heads, head_dim]`` (rotated).
 
     Demotion runs first (it reads ring slots that the new rows may overwrite), then new rows are copied
-    to hp slots or clipped + quantized into int2 slots.
+    to hp slots or clipped + quantized into int2 slots. A tile16 pool is written through its logical
+    form (whole int2 tensors converted both ways: slow, reference only).
     """
+    if pool.layout != "logical":
+        lp = convert_pool(pool, "logical")
+        write_kv_torch(lp, k, v, plan)
+        back = convert_pool(lp, pool.layout)
+        for n in ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero"):
+            getattr(pool, n).copy_(getattr(back, n))
+        return
     dev = pool.k_hp.device
     plan = plan.to(dev)
     bs = pool.block_size

@@ -100,7 +100,10 @@ def _clip_idx(cfg, d: int) -> int:
 def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
-    if rows == 0:
+    if pool.layout != "logical":
+        raise ValueError("the Triton append kernel writes the logical INT2 layout; use backend='cuda' (or 'torch') "
+                         f"for a {pool.layout!r} pool")
+    if rows == 0 and plan.demote_src.shape[0] == 0:
         return
     if k.stride(-1) != 1 or v.stride(-1) != 1:
         k, v = k.contiguous(), v.contiguous()
@@ -117,8 +120,12 @@ def write_kv_triton(pool, k, v, plan) -> None:
     )
     kw = dict(CLIP_K=_clip_idx(pool.k_cfg, d), CLIP_V=_clip_idx(pool.v_cfg, d), D=d, D4=d // 4,
               NG=pool.num_groups, BS=pool.block_size, num_warps=4)
-    if plan.fusable:
+    n_dem = plan.demote_src.shape[0]
+    if n_dem == rows and plan.fusable:  # row-aligned demotions (per-token rule): one fused launch
         write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=True, **kw)
-    else:  # a later row overwrites a ring slot an earlier row demotes: demote everything first
-        write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=False, **kw)
+        return
+    # page-wise demotion (0 or a page of rows this step): demote first, then write the new rows
+    if n_dem:
+        write_kv_kernel[(n_dem, hkv)](*args, DO_DEMOTE=True, DO_WRITE=False, **kw)
+    if rows:
         write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=False, DO_WRITE=True, **kw)

@@ -1,0 +1,296 @@
+"""CUDA kernels of the tile16 pool (``cuda/int2_paged.cu``): build at first use, plan/run decode, append.
+
+Build: ``nvcc`` compiles the shipped ``.cu`` into a shared library (sm_80 + sm_90a) cached under
+``$OSCARKV_KERNEL_CACHE`` (default ``~/.cache/oscar-kv/kernels``) in a folder named by a hash of the
+source and the flags; later imports load it with ctypes. The library takes raw device pointers and the
+current torch stream, so it needs no torch headers and no torch C++ build (a plain nvcc is enough).
+
+Plan / run (FlashInfer's plan()/run() split): ``DecodePlan`` fixes the split counts from host-side
+maxima and preallocates the workspace (partial outputs, LSEs, merge counters) once per decode step;
+``DecodePlan.run`` then launches ONE kernel per layer (split-K over the BF16 and INT2 tiers, merged by
+the last CTA of each (sequence, KV head)), with no host sync and no allocation: CUDA-graph capturable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import StateError
+from .paged import DecodeMeta, MixedKVPool, WritePlan
+
+_SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
+_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
+          "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a"]
+_LIB = None
+
+
+class CudaKernelUnavailable(StateError):
+    """The CUDA kernels cannot be built or loaded here (no nvcc, no GPU, unsupported shape)."""
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("OSCARKV_KERNEL_CACHE", Path.home() / ".cache" / "oscar-kv" / "kernels"))
+
+
+def library_path() -> Path:
+    h = hashlib.sha256(_SRC.read_bytes() + " ".join(_FLAGS).encode()).hexdigest()[:16]
+    return _cache_dir() / h / "liboscar_int2.so"
+
+
+def build(verbose: bool = False) -> Path:
+    """Compile the library if it is not cached yet; returns its path."""
+    out = library_path()
+    if out.exists():
+        return out
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        raise CudaKernelUnavailable("nvcc not found: install the CUDA toolkit (or set PATH) to build the INT2 kernels")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [nvcc, *_FLAGS, "-o", str(tmp), str(_SRC)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CudaKernelUnavailable(f"nvcc failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+    if verbose:
+        print(r.stderr)
+    os.replace(tmp, out)
+    return out
+
+
+class _DecodeParams(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p), ("q_sb", ctypes.c_int64), ("q_sh", ctypes.c_int64),
+        ("k_codes", ctypes.c_void_p), ("v_codes", ctypes.c_void_p), ("c_sblk", ctypes.c_int64), ("c_sh", ctypes.c_int64),
+        ("k_scale", ctypes.c_void_p), ("k_zero", ctypes.c_void_p), ("v_scale", ctypes.c_void_p), ("v_zero", ctypes.c_void_p),
+        ("s_sblk", ctypes.c_int64), ("s_sh", ctypes.c_int64),
+        ("k_hp", ctypes.c_void_p), ("v_hp", ctypes.c_void_p),
+        ("h_sblk", ctypes.c_int64), ("h_sh", ctypes.c_int64), ("h_srow", ctypes.c_int64),
+        ("hp_table", ctypes.c_void_p), ("hp_table_s", ctypes.c_int64), ("hp_lens", ctypes.c_void_p),
+        ("int2_table", ctypes.c_void_p), ("int2_table_s", ctypes.c_int64), ("int2_lens", ctypes.c_void_p),
+        ("o_part", ctypes.c_void_p), ("lse_part", ctypes.c_void_p), ("counters", ctypes.c_void_p),
+        ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
+        ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
+        ("scale_log2", ctypes.c_float), ("probe", ctypes.c_int),
+    ]
+
+
+class _AppendParams(ctypes.Structure):
+    _fields_ = [
+        ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("k_sr", ctypes.c_int64), ("k_sh", ctypes.c_int64), ("v_sr", ctypes.c_int64), ("v_sh", ctypes.c_int64),
+        ("hp_slots", ctypes.c_void_p), ("n_rows", ctypes.c_int),
+        ("page_dst", ctypes.c_void_p), ("page_src", ctypes.c_void_p), ("n_pages", ctypes.c_int),
+        ("k_codes", ctypes.c_void_p), ("v_codes", ctypes.c_void_p), ("c_sblk", ctypes.c_int64), ("c_sh", ctypes.c_int64),
+        ("k_scale", ctypes.c_void_p), ("k_zero", ctypes.c_void_p), ("v_scale", ctypes.c_void_p), ("v_zero", ctypes.c_void_p),
+        ("s_sblk", ctypes.c_int64), ("s_sh", ctypes.c_int64),
+        ("k_hp", ctypes.c_void_p), ("v_hp", ctypes.c_void_p),
+        ("h_sblk", ctypes.c_int64), ("h_sh", ctypes.c_int64), ("h_srow", ctypes.c_int64),
+        ("hkv", ctypes.c_int), ("clip_k", ctypes.c_int), ("clip_v", ctypes.c_int),
+        ("do_pages", ctypes.c_int), ("do_rows", ctypes.c_int),
+    ]
+
+
+def lib():
+    global _LIB
+    if _LIB is None:
+        if not torch.cuda.is_available():
+            raise CudaKernelUnavailable("the INT2 CUDA kernels need a CUDA GPU")
+        L = ctypes.CDLL(str(build()))
+        sizes = (ctypes.c_int * 2)()
+        L.oscar_params_sizes(sizes)
+        if sizes[0] != ctypes.sizeof(_DecodeParams) or sizes[1] != ctypes.sizeof(_AppendParams):
+            raise CudaKernelUnavailable(f"parameter struct mismatch: C {list(sizes)} vs ctypes "
+                                        f"{[ctypes.sizeof(_DecodeParams), ctypes.sizeof(_AppendParams)]}")
+        for f in (L.oscar_int2_decode, L.oscar_append):
+            f.restype = ctypes.c_int
+        L.oscar_int2_decode.argtypes = [ctypes.POINTER(_DecodeParams), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                        ctypes.c_int, ctypes.c_void_p]
+        L.oscar_int2_decode_occupancy.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        _LIB = L
+    return _LIB
+
+
+_DT = {torch.bfloat16: 0, torch.float16: 1}
+
+
+def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
+    """None when the CUDA decode kernel runs this call, else why not (one line)."""
+    if not q.is_cuda:
+        return "tensors are not on a CUDA device"
+    if pool.layout != "tile16":
+        return f"pool layout is {pool.layout!r} (the CUDA kernel reads 'tile16'; allocate with layout='tile16')"
+    if q.dtype not in _DT or pool.k_hp.dtype != q.dtype:
+        return f"q ({q.dtype}) and the hp pool ({pool.k_hp.dtype}) must both be bf16 or both fp16"
+    if pool.head_dim not in (64, 128):
+        return f"head_dim {pool.head_dim} (CUDA kernel: 64 or 128)"
+    if pool.k_scale.dtype != torch.float16 or pool.num_groups != 1:
+        return "CUDA kernel needs fp16 scale/zero and one group per row"
+    g = q.shape[1] // pool.num_kv_heads
+    if g > 8:
+        return f"GQA group {g} > 8"
+    return None
+
+
+@dataclass(frozen=True)
+class CudaDecodeConfig:
+    """Launch knobs of the CUDA decode kernel (4 warps per CTA, fixed).
+
+    variant:         how a warp keeps INT2 tiles in flight: 0 = register ring of 4 tiles; 1 = cp.async
+                     shared-memory ring of 8 tiles; 2 = ring of 6 (4 CTAs/SM at head_dim 128);
+                     3 = ring of 10. (3 CTAs/SM at head_dim 128 except 2; 4 at head_dim 64.)
+    cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
+                     by the split-count model below.
+    min_split_tiles: at least this many 16-token tiles per INT2 split.
+    """
+
+    variant: int | None = None  # None: 1 below 64 (sequence, KV head) pairs or at head_dim 64, else 2
+    cta_overhead: float = 24.0
+    min_split_tiles: int = 8
+
+
+def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> int:
+    """Split count n of the INT2 tier minimising a simple model of the launch:
+    waves(n) * (tiles per split / 4 warps + CTA overhead) + merge cost, waves = ceil(bh (n + n_hp) / cap)."""
+    if max_tiles <= 0:
+        return 0
+    most = max(1, min(-(-max_tiles // cfg.min_split_tiles), max_ns - n_hp))
+    best, best_t = 1, float("inf")
+    for n in range(1, most + 1):
+        waves = -(-bh * (n + n_hp) // cap)
+        t = waves * (-(-max_tiles // n) / 4 + cfg.cta_overhead) + 0.25 * n
+        if t < best_t - 1e-9:
+            best, best_t = n, t
+    return best
+
+
+class DecodePlan:
+    """Split counts and workspace of one decode step (shared by all layers with the same shapes).
+
+    Made once per step from the step's ``DecodeMeta`` (host maxima); ``run`` is then called per layer.
+    """
+
+    def __init__(self, batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, meta: DecodeMeta,
+                 device, dtype=torch.bfloat16, config: CudaDecodeConfig | None = None,
+                 n_hp_splits: int | None = None, n_int2_splits: int | None = None):
+        self.config = config or CudaDecodeConfig()
+        self.batch, self.hq, self.hkv, self.d = batch, num_q_heads, num_kv_heads, head_dim
+        self.group = num_q_heads // num_kv_heads
+        self.dtype = dtype
+        L = lib()
+        v = self.config.variant
+        if v is None:  # fastest per shape in the 2026-12-03 H200 table (BENCHMARKS.md)
+            v = 1 if head_dim == 64 or batch * num_kv_heads < 64 else 2
+        self.variant = v
+        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
+        if per_sm <= 0:
+            raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
+        dev = torch.device(device)
+        cap = per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
+        max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
+        max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
+        bh = batch * num_kv_heads
+        hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
+        max_ns = 4 * 8 * head_dim // self.group  # the in-kernel merge keeps NS * group weights in shared memory
+        if n_hp_splits is None:
+            # 4 warps per CTA, ~2 hp tiles per warp; one split when the batch alone fills the GPU
+            n_hp_splits = 0 if hp_tiles == 0 else (1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // 8), -(-cap // bh))))
+        if n_int2_splits is None:
+            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns)
+        if n_hp_splits + n_int2_splits == 0:
+            n_hp_splits = 1  # nothing cached: one empty split writes zeros
+        self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
+        ns = n_hp_splits + n_int2_splits
+        if ns > max_ns:
+            raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
+        self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
+        self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
+        self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
+
+    def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
+            out: torch.Tensor | None = None, _probe: bool = False) -> torch.Tensor:
+        """One layer's decode attention. ``_probe`` (benchmarks only) skips the INT2 math and returns
+        garbage: it measures how fast the kernel's loads alone stream the cache."""
+        B, HQ, D = q.shape
+        if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
+            raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "
+                             f"({self.batch}, {self.hq}, {self.d}) / {self.hkv}; make a new DecodePlan")
+        why = unsupported_reason(q, pool)
+        if why:
+            raise CudaKernelUnavailable(why)
+        if q.stride(-1) != 1:
+            q = q.contiguous()
+        out = torch.empty_like(q) if out is None else out
+        for name in ("k_codes", "k_scale", "k_zero", "k_hp"):
+            for t in (getattr(pool, name), getattr(pool, "v" + name[1:])):
+                # cp.async copies 16-byte pieces: every tensor contiguous, same strides, 16-byte aligned
+                if not t.is_contiguous() or t.data_ptr() % 16 or t.stride() != getattr(pool, name).stride():
+                    raise ValueError(f"pool tensor {name[2:]} must be contiguous and 16-byte aligned for the CUDA kernel")
+        ht, it = meta.hp_block_tables, meta.int2_block_tables
+        assert ht.dtype == torch.int32 and it.dtype == torch.int32 and ht.stride(1) == 1 and it.stride(1) == 1
+        p = _DecodeParams(
+            q.data_ptr(), q.stride(0), q.stride(1),
+            pool.k_codes.data_ptr(), pool.v_codes.data_ptr(), pool.k_codes.stride(0), pool.k_codes.stride(1),
+            pool.k_scale.data_ptr(), pool.k_zero.data_ptr(), pool.v_scale.data_ptr(), pool.v_zero.data_ptr(),
+            pool.k_scale.stride(0), pool.k_scale.stride(1),
+            pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
+            ht.data_ptr(), ht.stride(0), meta.hp_lens.data_ptr(),
+            it.data_ptr(), it.stride(0), meta.int2_lens.data_ptr(),
+            self.o_part.data_ptr(), self.lse_part.data_ptr(), self.counters.data_ptr(),
+            out.data_ptr(), out.stride(0), out.stride(1),
+            self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634), int(_probe),
+        )
+        err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
+                                      ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream))
+        if err != 0:
+            raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")
+        return out
+
+
+def _clip_idx(cfg, d: int) -> int:
+    return min(max(int(cfg.clip_ratio * d), 0), d - 1) if cfg.clips else -1
+
+
+def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan) -> None:
+    """One launch (two when ``plan.fusable`` is False): hp row copies + whole-page quantization into tile16."""
+    if pool.layout != "tile16" or plan.page_dst is None:
+        raise CudaKernelUnavailable("write_kv_cuda needs a tile16 pool and a page-wise plan (MixedKVCache page "
+                                    "a multiple of block_size)")
+    rows, hkv, d = k.shape
+    if k.dtype != pool.k_hp.dtype or v.dtype != pool.k_hp.dtype:
+        k, v = k.to(pool.k_hp.dtype), v.to(pool.k_hp.dtype)
+    if k.stride(-1) != 1 or v.stride(-1) != 1:
+        k, v = k.contiguous(), v.contiguous()
+    dev = pool.k_hp.device
+    if plan.hp_slots.device != dev:
+        plan = plan.to(dev)
+    n_pages = plan.page_dst.shape[0]
+    p = _AppendParams(
+        k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        plan.hp_slots.data_ptr(), rows,
+        plan.page_dst.data_ptr(), plan.page_src.data_ptr(), n_pages,
+        pool.k_codes.data_ptr(), pool.v_codes.data_ptr(), pool.k_codes.stride(0), pool.k_codes.stride(1),
+        pool.k_scale.data_ptr(), pool.k_zero.data_ptr(), pool.v_scale.data_ptr(), pool.v_zero.data_ptr(),
+        pool.k_scale.stride(0), pool.k_scale.stride(1),
+        pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
+        hkv, _clip_idx(pool.k_cfg, d), _clip_idx(pool.v_cfg, d), 1, 1,
+    )
+    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    dt = _DT[pool.k_hp.dtype]
+    if not plan.fusable:  # a new row overwrites an hp slot a page reads: pages first, then rows
+        p.do_rows = 0
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream)
+        p.do_rows, p.do_pages = 1, 0
+        err = err or lib().oscar_append(ctypes.byref(p), dt, d, stream)
+    else:
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream)
+    if err != 0:
+        raise RuntimeError(f"oscar_append failed with CUDA error {err}")

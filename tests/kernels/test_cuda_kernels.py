@@ -1,0 +1,112 @@
+"""CUDA kernels (tile16 pool) against the torch reference: GPU only (skipped without CUDA).
+
+Tolerances. Append: bit-for-bit equal to ``write_kv_torch`` (same fp32 arithmetic, exact clip threshold).
+Decode: K codes, V codes and q are exact fp16 MMA operands with fp32 accumulation; the rounding comes from
+p * scale in fp16 (11-bit mantissa) for the INT2 tier, p in bf16 for the BF16 tier and the bf16 output,
+so the bound is 8e-3 in relative norm against the float64 reference (bf16 output rounding alone is ~3e-3).
+"""
+
+import random
+
+import pytest
+import torch
+
+from helpers import build, rel_err
+
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan, decode_attention, write_kv
+from oscarkv.kernels.reference import decode_attention_torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+POOL = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "k_hp", "v_hp")
+
+
+def _pools_equal(a, b):
+    for n in POOL:
+        x, y = getattr(a, n), getattr(b, n)
+        assert torch.equal(x, y), f"{n}: {(x != y).sum().item()} elements differ"
+
+
+@pytest.mark.parametrize("d,chunks,k_clip", [(64, 1, 0.96), (128, 3, 0.9), (128, 40, None), (64, 7, 0.5)])
+def test_cuda_append_matches_reference_bit_for_bit(d, chunks, k_clip):
+    lens = [3, 29, 70, 200, 513]  # below the sink, inside the windows, many pages; chunks > ring too
+    kw = dict(d=d, hkv=2, bs=16, sink=16, recent=32, chunks=chunks, k_clip=k_clip, layout="tile16", device="cuda", blocks=128)
+    ca, pa, ids, _ = build(lens, backend="torch", **kw)
+    cb, pb, _, _ = build(lens, backend="cuda", **kw)
+    _pools_equal(pa, pb)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(40):  # decode steps: one row each, a page demoted every 16 steps
+        k = torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda()
+        v = torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda()
+        write_kv(pa, k, v, ca.plan_append(ids, [1] * len(lens)), backend="torch")
+        write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
+    _pools_equal(pa, pb)
+
+
+def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
+    cache, pool, ids, _ = build(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64)
+    if dtype != torch.bfloat16:
+        pool.k_hp = pool.k_hp.to(dtype)
+        pool.v_hp = pool.v_hp.to(dtype)
+    meta = cache.metadata(ids, device="cuda")
+    g = torch.Generator().manual_seed(seed)
+    q = (torch.randn(len(lens), hkv * G, d, generator=g) * 2).to("cuda", dtype)
+    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+    plan = DecodePlan(len(lens), hkv * G, hkv, d, meta, "cuda", dtype, **plan_kw)
+    out = decode_attention(q, pool, meta, plan=plan)
+    torch.cuda.synchronize()
+    assert out.dtype == dtype and not out.isnan().any()
+    err = rel_err(out, ref)
+    assert err < 8e-3, f"rel err {err:.2e} (lens {lens}, d {d}, G {G}, splits {plan.n_hp}+{plan.n_int2})"
+    # second call reuses the plan (counters reset by the kernel) and gives the same bits
+    assert torch.equal(decode_attention(q, pool, meta, plan=plan), out)
+    return err
+
+
+@pytest.mark.parametrize("variant", [0, 1, 2, 3])
+@pytest.mark.parametrize("G", [1, 2, 4, 8])
+@pytest.mark.parametrize("d", [64, 128])
+def test_cuda_decode_gqa_and_head_dims(G, d, variant):
+    _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=G + d, config=CudaDecodeConfig(variant=variant))
+
+
+def test_cuda_decode_randomized_shapes():
+    rnd = random.Random(0)
+    for i in range(12):
+        B = rnd.choice([1, 2, 3, 5, 8])
+        lens = [rnd.choice([1, 17, 63, 320, 351, 352, rnd.randint(1, 6000)]) for _ in range(B)]
+        d, G, hkv = rnd.choice([64, 128]), rnd.choice([1, 2, 4, 8]), rnd.choice([1, 2, 3])
+        kw = {}
+        if i % 3 == 1:
+            kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
+        kw["config"] = CudaDecodeConfig(variant=i % 4)
+        _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
+
+
+def test_cuda_decode_fp16_and_long_single_sequence():
+    _decode_case([40000], 128, 4, hkv=2, seed=5)
+    _decode_case([3000, 20], 64, 4, hkv=2, seed=6, dtype=torch.float16)
+
+
+def test_cuda_decode_in_a_cuda_graph():
+    cache, pool, ids, _ = build([5000, 300], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16",
+                                device="cuda", backend="cuda", blocks=800)
+    meta = cache.metadata(ids, device="cuda")
+    q = torch.randn(2, 8, 128, device="cuda").bfloat16()
+    plan = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16)
+    out = torch.empty_like(q)
+    decode_attention(q, pool, meta, plan=plan, out=out)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        decode_attention(q, pool, meta, plan=plan, out=out)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        decode_attention(q, pool, meta, plan=plan, out=out)
+    expect = out.clone()
+    q.copy_(torch.randn_like(q))
+    g.replay()
+    torch.cuda.synchronize()
+    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+    assert rel_err(out, ref) < 8e-3 and not torch.equal(out, expect)

@@ -1,0 +1,126 @@
+"""tile16 pool layout (CUDA kernel order) vs the logical format, and the page-wise window rule: CPU, in CI."""
+
+import pytest
+import torch
+
+from helpers import build
+
+from oscarkv.kernels import MixedKVCache, MixedKVPool, convert_pool, decode_attention, gather_sequence, write_kv
+from oscarkv.kernels.layout import (
+    _field_maps,
+    codes_from_tile16,
+    codes_to_tile16,
+    scales_from_tile16,
+    scales_to_tile16,
+)
+from oscarkv.kernels.reference import decode_attention_torch
+from oscarkv.quant import QuantConfig
+
+POOL_INT2 = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero")
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("which", ["k", "v"])
+def test_tile16_transform_is_a_bijection(d, which):
+    g = torch.Generator().manual_seed(d)
+    codes = torch.randint(0, 256, (3, 2, 16, d // 4), generator=g, dtype=torch.uint8)
+    t = codes_to_tile16(codes, which)
+    assert t.shape == codes.shape and not torch.equal(t, codes)
+    assert torch.equal(codes_from_tile16(t, which), codes)
+    for fmap in _field_maps(d):  # every (token, dim) exactly once
+        assert torch.equal(fmap.sort().values, torch.arange(16 * d))
+    s = torch.randn(3, 2, 16, 1, generator=g)
+    assert torch.equal(scales_from_tile16(scales_to_tile16(s)), s)
+    assert scales_to_tile16(s)[0, 0, 1, 0] == s[0, 0, 8, 0]  # stored order 0, 8, 1, 9, ...
+
+
+def test_tile16_fragment_order_by_hand():
+    """Lane 5 (g=1, t=1), word 0, field 0 = K code of token 1, dim 2; field 8 = token 1, dim 3; field 1 = token 9."""
+    d = 64
+    codes = torch.zeros(16, d, dtype=torch.uint8)
+    codes[1, 2], codes[1, 3], codes[9, 2] = 1, 2, 3
+    from oscarkv.quant import pack_codes
+
+    t = codes_to_tile16(pack_codes(codes, 2), "k").flatten()
+    word = int.from_bytes(bytes(t[5 * 8 : 5 * 8 + 4].tolist()), "little")  # lane 5 owns bytes [40, 48) at d=64
+    assert word & 3 == 1 and (word >> 16) & 3 == 2 and (word >> 2) & 3 == 3
+
+
+def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0):
+    """The same writes into a logical pool and a tile16 pool (torch reference), plus decode steps."""
+    kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, chunks=chunks, seed=seed, group=None)
+    ca, pa, ids, _ = build(lens, **kw)
+    cb, pb, _, _ = build(lens, **kw, layout="tile16")
+    g = torch.Generator().manual_seed(seed + 1)
+    for _ in range(steps):
+        k = torch.randn(len(lens), hkv, d, generator=g).bfloat16()
+        v = torch.randn(len(lens), hkv, d, generator=g).bfloat16()
+        write_kv(pa, k, v, ca.plan_append(ids, [1] * len(lens)))
+        write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)))
+    return ca, pa, pb, ids
+
+
+@pytest.mark.parametrize("chunks,steps", [(1, 0), (3, 20), (40, 5)])
+def test_tile16_pool_is_the_logical_pool_transformed(chunks, steps):
+    ca, pa, pb, ids = _pair([5, 49, 70, 133], chunks, steps=steps)
+    conv = convert_pool(pa, "tile16")
+    for n in POOL_INT2 + ("k_hp", "v_hp"):
+        assert torch.equal(getattr(conv, n), getattr(pb, n)), n
+    back = convert_pool(pb, "logical")
+    for n in POOL_INT2:
+        assert torch.equal(getattr(back, n), getattr(pa, n)), n
+    meta = ca.metadata(ids)
+    for i in range(len(ids)):
+        ka, va = gather_sequence(pa, meta, i)
+        kb, vb = gather_sequence(pb, meta, i)
+        assert torch.equal(ka, kb) and torch.equal(va, vb)
+    q = torch.randn(len(ids), 4, 64)
+    assert torch.equal(decode_attention(q, pa, meta, backend="torch"), decode_attention(q, pb, meta, backend="torch"))
+
+
+def test_tile16_needs_block_size_16():
+    with pytest.raises(ValueError, match="tile16"):
+        MixedKVPool.allocate(4, 4, 8, 1, 64, QuantConfig(), QuantConfig(), layout="tile16")
+
+
+def test_page_rule_lengths_and_prefix_tables():
+    """int2_len(t) = B floor(max(0, t - S - W) / B); the valid hp tokens are a prefix of the hp table."""
+    S, W, B = 16, 32, 16
+    cache = MixedKVCache(256, 256, 16, sink=S, recent=W)
+    cache.add(0)
+    cache.plan_append([0], [3])
+    for t in range(4, 200):
+        plan = cache.plan_append([0], [1])
+        n = B * (max(0, t - S - W) // B)
+        assert cache.int2_len(t) == n and cache.hp_len(t) == t - n
+        # demotion of one whole page exactly when int2_len grows
+        grew = n > B * (max(0, t - 1 - S - W) // B)
+        assert plan.demote_src.numel() == (B if grew else 0) and plan.fusable
+        assert plan.page_dst.numel() == (1 if grew else 0)
+        m = cache.metadata([0])
+        assert int(m.hp_lens[0]) == t - n and int(m.int2_lens[0]) == n
+        assert W <= t - S - n < W + B or t < S + W
+
+
+def test_page_one_is_the_per_token_rule():
+    cache = MixedKVCache(64, 64, block_size=4, sink=8, recent=16, page=1)
+    for s in "abc":
+        cache.add(s)
+    cache.plan_append(list("abc"), [5, 24, 61])
+    for _ in range(7):
+        cache.plan_append(list("abc"), [1, 1, 1])
+    m = cache.metadata(list("abc"))
+    assert m.hp_lens.tolist() == [12, 24, 24] and m.int2_lens.tolist() == [0, 7, 44]
+
+
+def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
+    from oscarkv.kernels import CudaKernelUnavailable
+    from oscarkv.kernels.cuda_ops import CudaDecodeConfig, _choose_int2_splits
+
+    cache, pool, ids, _ = build([40], d=64, bs=16, sink=16, recent=16, layout="tile16")
+    with pytest.raises(CudaKernelUnavailable, match="CUDA"):
+        decode_attention(torch.randn(1, 4, 64), pool, cache.metadata(ids), backend="cuda")
+    # split model: never more splits than tiles / min_split_tiles nor than the merge bound
+    for tiles, bh in [(0, 8), (5, 8), (8192, 8), (8192, 256), (100000, 1)]:
+        n = _choose_int2_splits(tiles, bh, 396, CudaDecodeConfig(), 3, 64)
+        assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61
