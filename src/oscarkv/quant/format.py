@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from ..errors import InputError
 
 SUPPORTED_BITS = (2, 4)
 _SCALE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -197,7 +198,7 @@ def unpack_codes(packed: torch.Tensor, bits: int) -> torch.Tensor:
 def _check_finite(x: torch.Tensor) -> None:
     if not torch.isfinite(x).all():
         # min/max of a group with a NaN/inf is NaN/inf: every code and scale would be garbage
-        raise ValueError("cannot quantize K/V rows containing NaN or inf; the model produced non-finite "
+        raise InputError("cannot quantize K/V rows containing NaN or inf; the model produced non-finite "
                          "activations (try float32 instead of float16/bfloat16)")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from .format import QuantConfig, QuantizedRows, dequantize, quantize
 
 
@@ -18,7 +19,7 @@ def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:
     b, h, t, d = k.shape
     g = cfg.group_size
     if t % g:
-        raise ValueError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
+        raise InputError(f"KIVI key blocks need a multiple of {g} tokens, got {t}")
     blocks = k.float().reshape(b, h, t // g, g, d).transpose(-1, -2)  # [B, H, nb, d, G]
     return quantize(blocks, QuantConfig(cfg.bits, g, None, cfg.scale_dtype))
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
+
 
 def expand_heads(r: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``[R, d, d]`` -> ``[num_heads, d, d]`` by the rule above (head h gets ``r[h // (num_heads // R)]``);
@@ -19,7 +21,7 @@ def expand_heads(r: torch.Tensor, num_heads: int) -> torch.Tensor:
     if r.dim() == 2 or r.shape[0] in (1, num_heads):
         return r
     if num_heads % r.shape[0]:
-        raise ValueError(f"{r.shape[0]} rotations cannot be shared by {num_heads} heads (not a divisor)")
+        raise InputError(f"{r.shape[0]} rotations cannot be shared by {num_heads} heads (not a divisor)")
     return r.repeat_interleave(num_heads // r.shape[0], dim=0)  # query head h -> rotation of its KV head
 
 
@@ -31,7 +33,7 @@ def rotate(x: torch.Tensor, r: torch.Tensor | None, *, inverse: bool = False, he
     if head_axis == -2:
         return rotate(x.unsqueeze(-2), r, inverse=inverse).squeeze(-2)
     if head_axis != -3:
-        raise ValueError(f"head_axis must be -3 ([..., H, T, d]) or -2 ([..., H, d]), got {head_axis}")
+        raise InputError(f"head_axis must be -3 ([..., H, T, d]) or -2 ([..., H, d]), got {head_axis}")
     dt = torch.promote_types(x.dtype, torch.float32)  # at least float32 math (float64 stays float64)
     r = r.to(device=x.device, dtype=dt)
     if inverse:

@@ -7,6 +7,7 @@ is orthogonal, ``(q @ R) @ (k @ R).T == q @ k.T`` and ``(p @ (v @ R)) @ R.T == p
 from __future__ import annotations
 
 import torch
+from ..errors import InputError
 
 # Compositions offered for ablations; "u_h_pbr" is the shipped OSCAR recipe (spec section 1.3).
 COMPOSITIONS = ("u_h_pbr", "u_h", "u", "h", "h_pbr", "identity")
@@ -103,7 +104,7 @@ def compose(u: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> tor
         return u @ h
     if composition == "u_h_pbr":
         return (u @ h)[:, perm].contiguous()
-    raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+    raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
 
 
 def recover_eigenvectors(r: torch.Tensor, eigenvalues: torch.Tensor, composition: str) -> torch.Tensor | None:
