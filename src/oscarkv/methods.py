@@ -42,6 +42,7 @@ rotations in ``rotation/apply.py``, centering in ``rotation/centering.py``, clip
 
 from __future__ import annotations
 
+import functools
 import typing
 from dataclasses import dataclass, fields, replace
 from typing import Literal
@@ -290,13 +291,18 @@ def _allowed(hint) -> tuple | None:
     return None
 
 
+@functools.cache
+def _allowed_values() -> dict:
+    hints = typing.get_type_hints(KVMethod)
+    return {f.name: _allowed(hints[f.name]) for f in fields(KVMethod)}
+
+
 def _check_fields(m: KVMethod) -> None:
     """Refuse a value outside a field's ``Literal`` type and windows / group sizes that are not counts."""
-    hints = typing.get_type_hints(KVMethod)
-    for f in fields(m):
-        allowed, value = _allowed(hints[f.name]), getattr(m, f.name)
+    for name, allowed in _allowed_values().items():
+        value = getattr(m, name)
         if allowed is not None and (isinstance(value, bool) or value not in allowed):
-            raise InputError(f"KVMethod {m.name!r}: {f.name}={value!r} is not one of "
+            raise InputError(f"KVMethod {m.name!r}: {name}={value!r} is not one of "
                              f"{', '.join(map(repr, allowed))}")
     for name, low in (("sink", 0), ("recent", 0), ("group_size", 1), ("page", 1)):
         v = getattr(m, name)
