@@ -11,6 +11,7 @@ library (``stdlib-docstrings``), different in style from the reference manual.
 from __future__ import annotations
 
 from pathlib import Path
+from .errors import InputError, NotFoundError
 
 SOURCES = ("pydoc-calib", "pydoc-eval", "stdlib-docstrings")
 
@@ -43,7 +44,7 @@ def builtin_text(name: str) -> str:
             if doc and len(doc) > 200:
                 chunks.append(doc.strip())
         return "\n\n".join(chunks)
-    raise ValueError(f"unknown built-in text {name!r}; choose one of {SOURCES} or pass a file path")
+    raise InputError(f"unknown built-in text {name!r}; choose one of {SOURCES} or pass a file path")
 
 
 def _stdlib_names() -> set[str]:
@@ -56,15 +57,21 @@ def load_text(source: str) -> str:
     """A built-in source name or a UTF-8 text file path."""
     if source in SOURCES:
         return builtin_text(source)
+    if not str(source).strip():
+        raise InputError(f"empty text source; pass a UTF-8 text file or one of {SOURCES}")
     p = Path(source)
     if not p.exists():
-        raise FileNotFoundError(f"text {source!r} is neither a file nor one of the built-in sources {SOURCES}")
+        raise NotFoundError(f"text {source!r} is neither a file nor one of the built-in sources {SOURCES}")
+    if p.is_dir():
+        raise InputError(f"text {source!r} is a directory; pass a UTF-8 text file or one of {SOURCES}")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{p} is not UTF-8 text; pass a plain text file") from None
+        raise InputError(f"{p} is not UTF-8 text; pass a plain text file") from None
+    except OSError as e:
+        raise InputError(f"cannot read {p}: {e.strerror or e}") from None
     if not text.strip():
-        raise ValueError(f"{p} is empty")
+        raise InputError(f"{p} is empty")
     return text
 
 
@@ -72,10 +79,12 @@ def token_ids(tokenizer, text: str, n_tokens: int | None = None, what: str = "te
     """Tokenize ``text`` (no special tokens) and return a 1-D LongTensor, at most ``n_tokens`` long."""
     import torch
 
+    if n_tokens is not None and n_tokens < 1:
+        raise InputError(f"{what}: asked for {n_tokens} tokens; ask for at least 1")
     ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0]
     if n_tokens is not None:
         if ids.numel() < n_tokens:
-            raise ValueError(
+            raise InputError(
                 f"{what} has {ids.numel()} tokens, fewer than the {n_tokens} asked for; "
                 "pass a longer text or ask for fewer tokens"
             )

@@ -48,6 +48,7 @@ def attention_dims(model_or_config, power_of_two: bool = False) -> AttentionDims
         raise InputError(f"{n_heads} query heads are not a multiple of {n_kv} KV heads")
     if power_of_two and (d <= 0 or d & (d - 1)):
         raise InputError(
-            f"head_dim {d} is not a power of two; OSCAR's Hadamard-based rotations need head_dim in 64, 128, 256, ..."
+            f"head_dim {d} is not a power of two; OSCAR's Hadamard-based rotations need a power-of-two "
+            "head_dim (e.g. 32, 64, 128, 256)"
         )
     return AttentionDims(n_layers, n_heads, n_kv, d)

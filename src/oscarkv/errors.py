@@ -20,3 +20,11 @@ class InputError(OscarKVError, ValueError):
 
 class StateError(OscarKVError, RuntimeError):
     """An operation that the current state does not allow (e.g. a full pool)."""
+
+
+class NotFoundError(OscarKVError, FileNotFoundError):
+    """A file or folder the user named does not exist (or is not the kind of path expected)."""
+
+
+class UnsupportedError(OscarKVError, NotImplementedError):
+    """A valid request that this package does not implement (a model shape, a mode, a backend)."""

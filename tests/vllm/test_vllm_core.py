@@ -158,3 +158,32 @@ def test_layer_plan_from_centered_file(tmp_path):
     check_centering(rs, p)  # accepted: centering has its home in rotation/centering.py
     lc = layer_compute_for(1, S, rs, 64, torch.float32, 0.125)
     assert torch.equal(lc.k_mean0, mk[1])
+
+
+def test_settings_errors_are_one_line(monkeypatch):
+    from oscarkv.errors import InputError
+
+    monkeypatch.setenv("OSCAR_KV_MODE", "fast")
+    with pytest.raises(InputError, match="OSCAR_KV_MODE"):
+        OscarSettings.from_env()
+    monkeypatch.setenv("OSCAR_KV_MODE", "oscar")
+    monkeypatch.setenv("OSCAR_KV_SINK", "-3")
+    with pytest.raises(InputError, match="OSCAR_KV_SINK"):
+        OscarSettings.from_env()
+    monkeypatch.delenv("OSCAR_KV_SINK")
+    monkeypatch.setenv("OSCAR_KV_SHADOW_PAGES", "40")
+    monkeypatch.setenv("OSCAR_KV_ROTATIONS", "r.safetensors")
+    s = OscarSettings.from_env()
+    assert s.enabled and s.shadow_pages == 40 and s.sink == 64 and s.recent == 256 and s.page == 16
+
+
+def test_plugin_refuses_missing_file(monkeypatch):
+    import oscarkv.integrations.vllm as plug
+    from oscarkv.errors import InputError
+
+    monkeypatch.setenv("OSCAR_KV_ROTATIONS", "/nonexistent/rot.safetensors")
+    with pytest.raises(InputError, match="oscar-kv calibrate"):
+        plug.register()
+    monkeypatch.delenv("OSCAR_KV_ROTATIONS")
+    plug.register()  # switched off: does nothing
+    assert not plug._registered

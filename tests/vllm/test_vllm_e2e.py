@@ -33,8 +33,8 @@ LOGPROB_TOL = 2e-3  # |logprob vLLM - logprob transformers| per generated token,
 REPORT: dict = {}
 
 
-def _oscar_env(mode: str | None, rot: str | None, page: int | None = None) -> dict:
-    keys = ("OSCAR_KV_ROTATIONS", "OSCAR_KV_MODE", "OSCAR_KV_PAGE")
+def _oscar_env(mode: str | None, rot: str | None, page: int | None = None, recent: int | None = None) -> dict:
+    keys = ("OSCAR_KV_ROTATIONS", "OSCAR_KV_MODE", "OSCAR_KV_PAGE", "OSCAR_KV_RECENT")
     old = {k: os.environ.get(k) for k in keys}
     for k in keys:
         os.environ.pop(k, None)
@@ -43,11 +43,14 @@ def _oscar_env(mode: str | None, rot: str | None, page: int | None = None) -> di
         os.environ["OSCAR_KV_MODE"] = mode
         if page is not None:
             os.environ["OSCAR_KV_PAGE"] = str(page)
+        if recent is not None:
+            os.environ["OSCAR_KV_RECENT"] = str(recent)
     return old
 
 
 def run_llm(model: str, mode: str | None, rot: str | None, prompts: list[list[int]], max_tokens: int,
-            dtype: str = "float32", page: int | None = None, kv_bytes: int = 128 << 20, **kw) -> dict:
+            dtype: str = "float32", page: int | None = None, kv_bytes: int = 128 << 20, recent: int | None = None,
+            max_model_len: int = 1024, ignore_eos: bool = False, **kw) -> dict:
     """One LLM in this process: mode None = stock backend, else the oscar-kv backend in that mode."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -55,22 +58,23 @@ def run_llm(model: str, mode: str | None, rot: str | None, prompts: list[list[in
     import oscarkv.integrations.vllm as plug
     from oscarkv.integrations.vllm.core import LAYERS_CREATED, shadow_report
 
-    old = _oscar_env(mode, rot, page)
+    old = _oscar_env(mode, rot, page, recent)
     try:
         plug.unregister()
         if mode is not None:
             plug.register()
         before = dict(LAYERS_CREATED)
-        llm = LLM(model=model, skip_tokenizer_init=True, dtype=dtype, enforce_eager=True, max_model_len=1024,
-                  block_size=BLOCK, kv_cache_memory_bytes=kv_bytes, max_num_seqs=8, seed=0, **kw)
+        llm = LLM(model=model, skip_tokenizer_init=True, dtype=dtype, enforce_eager=True, max_model_len=max_model_len,
+                  block_size=BLOCK, kv_cache_memory_bytes=kv_bytes, max_num_seqs=8, seed=0, disable_log_stats=False, **kw)
         res = {"blocks": llm.llm_engine.vllm_config.cache_config.num_gpu_blocks, "kv_bytes": kv_bytes}
         if prompts:
-            sp = SamplingParams(max_tokens=max_tokens, temperature=0, logprobs=1, detokenize=False)
+            sp = SamplingParams(max_tokens=max_tokens, temperature=0, logprobs=1, detokenize=False, ignore_eos=ignore_eos)
             outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
             res["tokens"] = [list(o.outputs[0].token_ids) for o in outs]
             res["logprobs"] = [[lp[t].logprob for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)]
                                for o in outs]
         res["shadow"] = shadow_report() if mode == "oscar" else None
+        res["preemptions"] = sum(getattr(m, "value", 0) for m in llm.get_metrics() if m.name == "vllm:num_preemptions")
         used = {k: LAYERS_CREATED[k] - before[k] for k in before}
         if prompts:  # the backend really ran (or really did not)
             assert used == {"oscar": 0, "exact": 0} if mode is None else used[mode] > 0, (mode, used)
@@ -133,6 +137,23 @@ def test_tiny_oscar_batch_invariant(tiny):
     batch = run_llm(model, "oscar", rot, a + others, 24)
     assert batch["tokens"][0] == alone["tokens"][0]
     assert max(abs(x - y) for x, y in zip(batch["logprobs"][0], alone["logprobs"][0])) < 1e-4
+
+
+def test_tiny_preemption_and_prefix_cache_read_no_stale_rows(tiny):
+    """OSCAR mode with a recent window longer than any sequence: every row is read from the BF16 shadow
+    pool, so any stale or foreign shadow row would change the output. 6 requests sharing a 100-token
+    prefix (prefix caching), 24 KV blocks so vLLM must preempt and recompute into reused blocks;
+    tokens must equal the stock backend's with ample memory (float32)."""
+    model, rot = tiny
+    g = torch.Generator().manual_seed(5)
+    base = torch.randint(1, 500, (100,), generator=g).tolist()
+    prompts = [base + torch.randint(1, 500, (100,), generator=g).tolist() for _ in range(6)]
+    stock = run_llm(model, None, None, prompts, 80, max_model_len=512, ignore_eos=True)
+    osc = run_llm(model, "oscar", rot, prompts, 80, kv_bytes=24 * BLOCK * 2 * 2 * 40, recent=4096, max_model_len=512,
+                  ignore_eos=True)
+    assert osc["blocks"] == 24 and osc["preemptions"] > 0, osc["preemptions"]
+    REPORT["preemption_test"] = {"preemptions": osc["preemptions"], "requests": 6}
+    assert osc["tokens"] == stock["tokens"]
 
 
 # ------------------------------------------------------------------ SmolLM2

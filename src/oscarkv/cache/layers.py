@@ -30,6 +30,7 @@ from ..quant import fake_quantize
 from ..rotation import rotate, unrotate
 from ..rotation.centering import center, uncenter
 from .store import RowStore
+from ..errors import InputError, UnsupportedError
 
 
 def _nbytes(*ts: torch.Tensor | None) -> int:
@@ -54,7 +55,7 @@ class _BatchOpsMixin:
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove != 0:
-            raise NotImplementedError(
+            raise UnsupportedError(
                 f"{type(self).__name__} cannot be cropped (demoted tokens are not kept in full precision); "
                 "assisted/speculative decoding is not supported with this cache"
             )
@@ -143,7 +144,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         if self.pad is None:
             self.pad = torch.zeros(self.batch_size, dtype=torch.long)
         if self.pad.shape[0] != self.batch_size:
-            raise ValueError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {self.batch_size}")
+            raise InputError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {self.batch_size}")
         self.pad = self.pad.to(self.device)
         self.sink_cap = self.sink + int(self.pad.max())
         # per row: sink-region slots below this are already as the row must read them
@@ -316,5 +317,5 @@ class KiviLayer(MixedWindowLayer):
         super().lazy_initialization(key_states, value_states)
         if int(self.pad.max()) != int(self.pad.min()):
             # per-row block alignment would need per-row key blocks; equal padding is fine
-            raise NotImplementedError("kivi does not support rows with different left padding; use batch size 1 or equal-length prompts")
+            raise UnsupportedError("kivi does not support rows with different left padding; use batch size 1 or equal-length prompts")
 

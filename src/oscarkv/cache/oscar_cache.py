@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, make_method
+from ..validation import check_update_args, resolve_method, resolve_rotations, restore_layer, snapshot_layer
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer
 from .paged import PagedLayer, PagedState, paged_support
@@ -64,14 +67,14 @@ class OscarCache(Cache):
         self,
         config,
         method: str | KVMethod = "oscar",
-        rotations: RotationSet | None = None,
-        sink: int = 64,
-        recent: int = 256,
-        group_size: int = 128,
-        scale_dtype: str = "float16",
+        rotations: RotationSet | str | os.PathLike | None = None,
+        sink: int | None = None,
+        recent: int | None = None,
+        group_size: int | None = None,
+        scale_dtype: str | None = None,
         clip: str | None = None,
-        levels: str = "uniform",
-        page: int = 16,
+        levels: str | None = None,
+        page: int | None = None,
         backend: str = "auto",
         max_tokens: int | None = None,
         kernel_backend: str = "auto",
@@ -80,17 +83,20 @@ class OscarCache(Cache):
             raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        if isinstance(method, str):
-            method = make_method(method, sink, recent, group_size, scale_dtype, clip, levels, page)
-        # a KVMethod carries its own windows and group size; the keyword arguments are ignored then
+        # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels, page 16) come
+        # from make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too
+        # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.
+        method = resolve_method(method, sink=sink, recent=recent, group_size=group_size,
+                                scale_dtype=scale_dtype, clip=clip, levels=levels, page=page)
+        rotations = resolve_rotations(rotations, config)
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)
         if any(t != "full_attention" for t in layer_types):
-            raise NotImplementedError(
+            raise UnsupportedError(
                 f"OscarCache supports full-attention layers only; this model has {sorted(set(layer_types))}"
             )
         if method.rotation == "calibrated" and rotations is None:
-            raise ValueError(
+            raise InputError(
                 f"method {method.name!r} needs calibrated rotations: pass rotations=RotationSet.load(PATH) "
                 "(create them with `oscar-kv calibrate --model M --out ROT.safetensors`)"
             )
@@ -130,11 +136,6 @@ class OscarCache(Cache):
         why = self.paged_unsupported()
         if why:
             raise InputError(f"the paged OscarCache cannot run this method: {why}")
-        rot = self.rotations
-        if rot is not None and any(getattr(rot, n, None) is not None for n in ("k_mean", "v_mean")):
-            # exact centering (issue 10) is not in this package version's GPU path yet
-            raise InputError("this rotation file carries K/V centering (k_mean/v_mean), which the paged GPU cache "
-                             "does not apply yet; use backend='reference' or a rotation file without centering")
         if self.get_seq_length() > 0:
             raise StateError("the cache already holds tokens; switch backends on an empty cache")
         from dataclasses import replace
@@ -161,7 +162,7 @@ class OscarCache(Cache):
 
     def set_output_basis(self, basis: str) -> None:
         if basis not in OUTPUT_BASES:
-            raise ValueError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
+            raise InputError(f"output basis must be one of {OUTPUT_BASES}, got {basis!r}")
         if self.paged is not None:
             if basis != "rotated":
                 return  # the paged backend works in the rotated basis only (its attention is oscar-kv's)
@@ -187,20 +188,20 @@ class OscarCache(Cache):
                 self._padding_known = True
             return
         if m.ndim != 2:
-            raise ValueError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
+            raise InputError(f"set_padding needs a 2-D [batch, seq] attention mask, got shape {tuple(m.shape)}")
         m = m.to(torch.bool)
         # left padding <=> each row is 0...0 1...1 (non-decreasing)
         if (m[:, 1:].int() < m[:, :-1].int()).any():
-            raise ValueError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
+            raise InputError("OscarCache supports left padding only (each mask row must be 0...0 1...1)")
         pad = (~m).sum(dim=1).long()
         if self.get_seq_length() > 0:
             cur = self.paged.pad if self.paged is not None else getattr(self.layers[0], "pad", None)
             cur = torch.zeros_like(pad) if cur is None else cur.to(pad.device)
             if cur.shape != pad.shape or not torch.equal(cur, pad):
-                raise ValueError("set_padding called on a non-empty cache with different padding; call reset() first")
+                raise InputError("set_padding called on a non-empty cache with different padding; call reset() first")
             return
         if self.method.per_channel_keys and pad.numel() and int(pad.max()) != int(pad.min()):
-            raise NotImplementedError("kivi does not support rows with different left padding")
+            raise UnsupportedError("kivi does not support rows with different left padding")
         if self.paged is not None:
             self.paged.pad = pad.cpu()
         for layer in self.layers:
@@ -209,6 +210,10 @@ class OscarCache(Cache):
         self._padding_known = True
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        """transformers' ``Cache.update``. Shapes are checked first (Python ints, no device sync). On the
+        reference backend a layer update that raises (e.g. non-finite K/V reaching the quantizer) leaves
+        the layer as it was, so its length is not advanced and the cache stays usable (issue 11)."""
+        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
         if (not self._padding_known and self.method.quantized and key_states.shape[0] > 1
                 and self.get_seq_length(layer_idx) == 0):
             # Issue 11 item 2: never a silently different answer for left-padded rows.
@@ -217,7 +222,15 @@ class OscarCache(Cache):
                 "call oscarkv.integrations.transformers.track_padding(model) (or enable_oscar_attention) once, "
                 "or cache.set_padding(attention_mask) before the first forward"
             )
-        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        if self.paged is not None:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        snap = snapshot_layer(layer)
+        try:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        except BaseException:
+            restore_layer(layer, snap)
+            raise
 
     def reset(self) -> None:
         super().reset()

@@ -38,9 +38,10 @@ import torch
 import torch.nn.functional as F
 from transformers.cache_utils import CacheLayerMixin
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, LayerPlan
 from ..rotation import expand_heads, rotate, unrotate
+from ..rotation.centering import add_value_mean, center, rotated_mean
 
 BLOCK_SIZE = 16
 
@@ -92,6 +93,10 @@ class PagedState:
         self.preplanned = False  # a graph runner planned this forward already
         self.graph_capacity: int | None = None  # static table width (graph mode)
         self.cur = None  # this forward's plan: dict
+        # pool layout: "tile16" feeds the CUDA decode/append kernels (kernels/cuda_ops.py), "logical" the
+        # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
+        self.layout = "auto"
+        self._decode_plans: dict = {}
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
@@ -118,13 +123,43 @@ class PagedState:
         self.page = pool_page(self.mgr)
         for r in range(batch):
             self.mgr.add(r)
+        layout = self.layout if self.layout != "auto" else self._auto_layout(device)
         self.pools = [
             MixedKVPool.allocate(batch * per_q + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
-                                 p.k_cfg, p.v_cfg, dtype=dtype, device=device)
+                                 p.k_cfg, p.v_cfg, dtype=dtype, device=device, layout=layout)
             for p in self.plans
         ]
+        self.layout = layout
         self.max_q_blocks, self.max_hp_blocks = per_q, per_hp
         self.batch, self.device = batch, device
+
+    def _auto_layout(self, device) -> str:
+        if torch.device(device).type != "cuda" or self.kernel_backend not in ("auto", "cuda"):
+            return "logical"
+        p = self.plans[0]
+        if p.k_cfg.group(self.head_dim) != self.head_dim or p.k_cfg.scale_dtype != "float16":
+            return "logical"  # the CUDA kernels take one fp16 scale group per row
+        try:
+            from ..kernels import cuda_ops
+
+            cuda_ops.lib()  # builds (nvcc, once, cached) or raises CudaKernelUnavailable
+        except Exception:  # no nvcc / no kernel for this GPU: the Triton kernels on the logical layout
+            return "logical"
+        return "tile16"
+
+    def decode_plan(self, num_q_heads: int, dtype):
+        """The CUDA kernel's ``DecodePlan`` for the fixed decode buffers (capacity maxima), one per
+        (heads, dtype), shared by all layers and steps: no host work or allocation per call, so the step
+        can be graph-captured. None when the CUDA kernel does not run this pool."""
+        if self.layout != "tile16" or torch.device(self.device).type != "cuda" or self.kernel_backend not in ("auto", "cuda"):
+            return None
+        key = (num_q_heads, dtype)
+        if key not in self._decode_plans:
+            from ..kernels import DecodePlan
+
+            self._decode_plans[key] = DecodePlan(self.batch, num_q_heads, self.num_kv_heads, self.head_dim,
+                                                 self.static_meta, self.device, dtype)
+        return self._decode_plans[key]
 
     def nbytes(self) -> int:
         return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
@@ -272,8 +307,10 @@ class PagedLayer(CacheLayerMixin):
         if st.mgr is None:
             st.allocate(key_states.shape[0], key_states.device, key_states.dtype, key_states.shape[2])
         self.device, self.dtype = key_states.device, key_states.dtype
-        self.k_rot = None if self.plan.k_rot is None else self.plan.k_rot.to(self.device)
-        self.v_rot = None if self.plan.v_rot is None else self.plan.v_rot.to(self.device)
+        dev = lambda t: None if t is None else t.to(self.device)  # noqa: E731
+        self.k_rot, self.v_rot, self.q_rot = dev(self.plan.k_rot), dev(self.plan.v_rot), dev(self.plan.k_query_rot)
+        # exact centering (rotation/centering.py): rows stored as (x - mean) @ R, mu_V added to the output
+        self.k_mean, self.v_mean = dev(self.plan.k_mean), dev(self.plan.v_mean)
         self.batch_size = key_states.shape[0]
         self.is_initialized = True
 
@@ -286,27 +323,31 @@ class PagedLayer(CacheLayerMixin):
         st = self.state
         if self.idx == 0 and not st.preplanned:
             st.begin_forward(key_states.shape[2])
-        kr, vr = rotate(key_states, self.k_rot), rotate(value_states, self.v_rot)
+        kr = rotate(center(key_states, self.k_mean), self.k_rot)
+        vr = rotate(center(value_states, self.v_mean), self.v_rot)
         self.pending = (kr, vr)
         self.fresh = True
         return kr, vr
 
     def _query_rotations(self, hq: int):
-        """R_K and R_V per query head [1 or Hq, d, d] (``rotation.expand_heads``) on the layer's device,
+        """The queries' transform (R_K, or M^-T with a key rescale) and R_V per query head
+        [1 or Hq, d, d] (``rotation.expand_heads``), and mu_V in the rotated basis, on the layer's device,
         cached (no host-to-device copy inside a captured CUDA graph)."""
         if getattr(self, "_rot_cache_key", None) != hq:
             def per_q(r):
                 return None if r is None else expand_heads(r, hq).to(self.device, torch.float32).contiguous()
 
-            self._rq, self._rv = per_q(self.k_rot), per_q(self.v_rot)
+            self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
+            self._vm = rotated_mean(self.v_mean, self.v_rot)
             self._rot_cache_key = hq
-        return self._rq, self._rv
+        return self._rq, self._rv, self._vm
 
     def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
         in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
-        rq, rv = self._query_rotations(query.shape[1])
+        rq, rv, vm = self._query_rotations(query.shape[1])
         out = self._attend(rotate(query, rq), scaling)
+        out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
         if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
@@ -323,7 +364,9 @@ class PagedLayer(CacheLayerMixin):
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
             write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)
-            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb)
+            plan = st.decode_plan(hq, q.dtype)
+            kw = {} if plan is None else {"plan": plan}
+            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb, **kw)
             return out[:, None]
         sel = cur["sel"]
         flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
@@ -362,10 +405,10 @@ class PagedLayer(CacheLayerMixin):
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove:
-            raise NotImplementedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
+            raise UnsupportedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
 
     def _unsupported(self, *a, **k):
-        raise NotImplementedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
+        raise UnsupportedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
                                   "use greedy or sampling")
 
     reorder_cache = batch_select_indices = batch_repeat_interleave = _unsupported

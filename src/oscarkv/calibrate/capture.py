@@ -14,6 +14,7 @@ import contextlib
 from typing import Callable
 
 import torch
+from ..errors import InputError
 
 from ..dims import AttentionDims, attention_dims, text_config
 
@@ -41,7 +42,7 @@ def capture_attention(model, callback: Callable[[int, torch.Tensor, torch.Tensor
     def fn(module, query, key, value, attention_mask, **kwargs):
         layer = getattr(module, "layer_idx", None)
         if layer is None:
-            raise ValueError(f"attention module {type(module).__name__} has no layer_idx; cannot tell layers apart")
+            raise InputError(f"attention module {type(module).__name__} has no layer_idx; cannot tell layers apart")
         callback(int(layer), query.detach(), key.detach(), value.detach())
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
@@ -71,7 +72,7 @@ def run_forward(model, input_ids: torch.Tensor) -> None:
 def check_all_layers(seen: set[int], dims: AttentionDims, model) -> None:
     missing = sorted(set(range(dims.num_layers)) - seen)
     if missing:
-        raise ValueError(
+        raise InputError(
             f"{type(model).__name__}: attention of layers {missing[:8]}{'...' if len(missing) > 8 else ''} never "
             "reached transformers' AttentionInterface; calibration supports attention modules that dispatch "
             "through it (Llama, Qwen2, Qwen3, Mistral, ...), not linear-attention or custom-kernel layers"

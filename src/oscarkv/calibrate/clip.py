@@ -20,6 +20,7 @@ import torch
 
 from ..quant import QuantConfig, clamp_rows, clip_index, fake_quantize
 from ..rotation import rotate
+from ..errors import InputError
 
 DEFAULT_CLIP_K, DEFAULT_CLIP_V = 0.96, 0.92  # the paper's global ratios (spec section 2), used when not fitted
 DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80, 0.82, ..., 1.00
@@ -28,7 +29,7 @@ DEFAULT_CLIP_GRID = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))  # 0.80,
 def check_grid(grid) -> tuple[float, ...]:
     g = tuple(sorted({float(r) for r in grid}))
     if not g or any(not (0.0 < r <= 1.0) for r in g):
-        raise ValueError(f"clip candidates must lie in (0, 1], got {grid}")
+        raise InputError(f"clip candidates must lie in (0, 1], got {grid}")
     if 1.0 not in g:
         g = g + (1.0,)  # always compare against "off"
     return g

@@ -44,6 +44,7 @@ from .clip import (
 from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance
 from ..rotation.centering import center as center_rows
+from ..errors import InputError
 
 LEVELS = ("uniform", "lloyd-max")
 
@@ -53,7 +54,7 @@ def make_batches(input_ids, seq_len: int, batch_size: int) -> list[torch.Tensor]
     chunks of equal length into batches of at most ``batch_size`` rows (a shorter tail chunk of a
     sequence goes into a batch of its own length; nothing is padded, so no mask is needed)."""
     if seq_len < 1 or batch_size < 1:
-        raise ValueError("seq_len and batch_size must be >= 1")
+        raise InputError("seq_len and batch_size must be >= 1")
     seqs = [input_ids] if isinstance(input_ids, torch.Tensor) and input_ids.ndim == 1 else list(input_ids)
     by_len: dict[int, list[torch.Tensor]] = {}
     for s in seqs:
@@ -104,13 +105,13 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
     """Pass 1: C_Q per KV head and the K/V means; pass 2: Sigma_V's running sums (w v v^T, w v, w)
     and a bounded uniform token sample. Memory is independent of the number of tokens."""
     if sample_tokens < 1:
-        raise ValueError(f"sample_tokens must be >= 1, got {sample_tokens}")
+        raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
     dims = attention_dims(model, power_of_two=True)
     d, L = dims.head_dim, dims.num_layers
     batches = make_batches(input_ids, seq_len, batch_size)
     n_tokens = sum(b.numel() for b in batches)
     if n_tokens < d:
-        raise ValueError(
+        raise InputError(
             f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
             "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
         )
@@ -192,7 +193,7 @@ def _build_rotations(
     every phase fits for. ``center``: fit R_V, clip ratios and levels for centered rows (k - mu_K,
     v - mu_V), as served by methods that center; the means are stored either way."""
     if stats.sample is None:
-        raise ValueError("building rotations needs the token sample (collect_stats(need_sample=True))")
+        raise InputError("building rotations needs the token sample (collect_stats(need_sample=True))")
     t0 = time.perf_counter()
     quant = QuantConfig(bits, group_size, None, scale_dtype)
     grid = _check_recipe(stats.dims.head_dim, composition, levels, quant, clip_grid)
@@ -371,9 +372,9 @@ def calibrate(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample
 def _check_recipe(head_dim: int, composition: str, levels: str, quant: QuantConfig, clip_grid) -> tuple:
     """What build_rotations refuses, checked before any work; returns the clip grid (1.0 included)."""
     if composition not in COMPOSITIONS:
-        raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+        raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
-        raise ValueError(f"levels must be one of {LEVELS}, got {levels!r}")
+        raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
     quant.group(head_dim)  # a group size that does not divide head_dim
     return check_grid(clip_grid)
 

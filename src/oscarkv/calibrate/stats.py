@@ -15,6 +15,7 @@ can be accumulated as two running sums.
 from __future__ import annotations
 
 import torch
+from ..errors import InputError
 
 
 def _grouped(q: torch.Tensor, n_kv: int) -> torch.Tensor:
@@ -35,7 +36,7 @@ class RowMean:
 
     def mean(self) -> torch.Tensor:
         if self.count == 0:
-            raise ValueError("no rows were accumulated")
+            raise InputError("no rows were accumulated")
         return self.sum / self.count
 
 
@@ -56,7 +57,7 @@ class QueryCovariance:
     def per_head(self) -> torch.Tensor:
         """C_Q^(h), ``[H_kv, d, d]``."""
         if self.count == 0:
-            raise ValueError("no queries were accumulated")
+            raise InputError("no queries were accumulated")
         c = self.sum / self.count
         return (c + c.transpose(-1, -2)) / 2
 

@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 import torch
+from ..errors import InputError, NotFoundError
+from ..fileio import check_input_file, check_output_dir, check_output_path
+from ..models import resolve_model_path as resolve_model
 
 
 def _log(msg: str) -> None:
@@ -34,6 +37,61 @@ def _load(model: str):
     return lm
 
 
+# --------------------------------------------------------------------------- checks before the work
+# Everything a command can refuse is refused here, before the model is loaded or anything is computed.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def _check_data(source: str, what: str = "--data") -> None:
+    from ..data import SOURCES
+
+    if source in SOURCES:
+        return
+    check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
+
+
+def _check_positions(config, *lengths: int, what: str = "--context") -> None:
+    """Warn (not refuse: RoPE scaling may allow it) when a length is past the model's trained positions."""
+    from ..dims import text_config
+
+    mpe = getattr(text_config(config), "max_position_embeddings", None)
+    longest = max(lengths, default=0)
+    if mpe and longest > mpe:
+        _log(f"warning: {what} {longest} is past the model's max_position_embeddings ({mpe}); "
+             "results past that length are extrapolation")
+
+
+def _peek_config(model: str):
+    """The model's config alone (fast), so shape-dependent arguments are checked before the weights load."""
+    from transformers import AutoConfig
+
+    path, _ = resolve_model(model)
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise InputError(f"cannot read the model config in {path}: {type(e).__name__}: {first}") from e
+
+
+def _check_group_size(config, group_size: int, methods=()) -> None:
+    from ..rotation import config_fingerprint
+
+    d = config_fingerprint(config)["head_dim"]
+    g = min(group_size, d)
+    token_wise = [m for m in methods if m.quantized and not m.per_channel_keys] if methods else [None]
+    if token_wise and d % g:
+        divisors = [x for x in (16, 32, 64, 128, 256) if x <= d and d % x == 0]
+        raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
+
+
+def _load_rotations_file(path: str, what: str = "--rotations"):
+    """Read and validate a rotation file before the model is loaded (model check comes later)."""
+    from ..rotation import RotationSet
+
+    check_input_file(path, what, hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
+    return RotationSet.load(path)
+
+
 def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
     from ..calibrate import calibrate
     from ..data import load_text, token_ids
@@ -48,11 +106,17 @@ def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
 
 # --------------------------------------------------------------------------- calibrate
 def cmd_calibrate(a) -> int:
+    from ..rotation import COMPOSITIONS
     from ..methods import PLUS_KEY_SCALE
 
     out = Path(a.out)
     if out.suffix != ".safetensors":
-        raise ValueError(f"--out {out} should end in .safetensors (the rotation file format)")
+        raise InputError(f"--out {out} should end in .safetensors (the rotation file format)")
+    check_output_path(out, "--out")
+    _check_data(a.data)
+    if a.composition not in COMPOSITIONS:
+        raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
+    _check_group_size(_peek_config(a.model), a.group_size)
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
     rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
@@ -93,22 +157,43 @@ def cmd_eval(a) -> int:
     from ..methods import parse_methods
     from ..rotation import RotationSet
 
+    from ..eval.harness import PEERS
+
     methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
     needs_rot = any(m.rotation == "calibrated" for m in methods)
     if needs_rot and not a.rotations:
-        raise ValueError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
+        raise InputError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
     peers = tuple(p.strip() for p in a.peers.split(",") if p.strip())
-    lm = _load(a.model)
-    rot = RotationSet.load(a.rotations, lm.model.config) if a.rotations else None
+    bad = [p for p in peers if p not in PEERS]
+    if bad:
+        raise InputError(f"--peers {','.join(bad)}: unknown; choose from {', '.join(PEERS)}")
+    if a.task == "ppl" and "bf16" not in [m.name for m in methods]:
+        raise InputError("--methods must include bf16 (the reference for KL and top-1), e.g. --methods bf16,oscar")
+    if a.task == "ppl" and not a.score_from < a.context - 1:
+        raise InputError(f"--score-from {a.score_from} must be below --context - 1 = {a.context - 1}")
+    if a.json_out:
+        check_output_path(a.json_out, "--json")
+    if a.plot:
+        check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
+    if a.task == "ppl":
+        _check_data(a.data)
+    rot = _load_rotations_file(a.rotations) if a.rotations else None
     plus_path = getattr(a, "plus_rotations", None)
-    if plus_path:
-        rot = {"*": RotationSet.load(plus_path, lm.model.config), **({"oscar": rot} if rot is not None else {})}
+    plus = _load_rotations_file(plus_path, "--plus-rotations") if plus_path else None
+    config = _peek_config(a.model)
+    for r in (rot, plus):
+        if r is not None:
+            r.check_model(config)
+    _check_group_size(config, a.group_size, methods)
+    _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
+                     what="--lengths" if a.task == "passkey" else "--context")
+    lm = _load(a.model)
+    if plus is not None:
+        rot = {"*": plus, **({"oscar": rot} if rot is not None else {})}
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
-        lengths = [int(x) for x in a.lengths.split(",") if x.strip()]
-        depths = tuple(float(x) for x in getattr(a, "depths", "0.1,0.5,0.9").split(",") if x.strip())
-        res = run_passkey(lm, methods, rot, lengths=lengths, depths=depths, trials=getattr(a, "trials", 2))
+        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials)
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
@@ -155,22 +240,35 @@ def cmd_run(a) -> int:
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
 
-    torch.manual_seed(0)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(a.out_dir) / stamp
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     from ..models import QWEN_ALIASES
 
     model_name = getattr(a, "model", "default")
     if a.context is None:
         a.context = 2048 if model_name in QWEN_ALIASES else 4096
+    if a.context < 514:
+        raise InputError(f"--context {a.context} is too short: `run` scores positions 512 and later, use >= 514")
+    check_output_dir(a.out_dir, "--out-dir")
+    _check_positions(_peek_config(model_name), a.context)
+    torch.manual_seed(0)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(a.out_dir) / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
     lm = _load(model_name)
-    ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
-    t = time.time()
-    stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
-    _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
-    rots = _run_rotations(lm, stats, "pydoc-calib")
+    reuse = getattr(a, "reuse_rotations", None)
+    if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
+        from ..rotation import RotationSet
+
+        files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
+        rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
+        a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
+        _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
+    else:
+        ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
+        t = time.time()
+        stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
+        _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
+        rots = _run_rotations(lm, stats, "pydoc-calib")
     from ..methods import PLUS_KEY_SCALE
 
     alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
@@ -189,17 +287,23 @@ def cmd_run(a) -> int:
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
     names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
-    configs = [("default windows", 64, 256)] + ([] if a.no_pure else [("pure INT2", 0, 0)])
+    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
+        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
+    # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
+    # the last 0-15 tokens in BF16)
+    configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
+    if getattr(a, "only_pure", False):
+        configs = [c for c in configs if c[0] == "pure INT2"]
     tables, series, reference = [], [], {}
     commit = _git_commit()
-    for label, sink, recent in configs:
-        _log(f"evaluating ({label}: sink {sink}, recent {recent}, context {a.context})")
-        methods = parse_methods(names, sink=sink, recent=recent)
+    for label, sink, recent, page in configs:
+        _log(f"evaluating ({label}: sink {sink}, recent {recent}, page {page}, context {a.context})")
+        methods = parse_methods(names, sink=sink, recent=recent, page=page)
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
                    calib_tokens=a.calib_tokens, date=_dt.date.today().isoformat(), commit=commit,
-                   page=getattr(methods[-1], "page", 1))
+                   page=page)
         slug = "results" if sink or recent else "results_pure_int2"
         write_json(res, out / f"{slug}.json")
         title = f"{label} (sink {sink}, recent {recent}), context {a.context}, {res['tokens']} scored tokens"
@@ -222,7 +326,12 @@ def cmd_inspect(a) -> int:
     from ..eval.report import plot_spectra, write_json
     from ..rotation import RotationSet
 
-    rs = RotationSet.load(a.rotations)
+    if a.plot:
+        check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
+    if a.json_out:
+        check_output_path(a.json_out, "--json")
+    check_input_file(a.rotations, "rotation file", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
+    rs = RotationSet.load(a.rotations)  # validated: shapes and counts consistent, finite, orthogonal
     info = inspect_rotations(rs)
     print(format_inspect(info))
     if a.plot:
@@ -242,8 +351,10 @@ def cmd_ablate(a) -> int:
 
     what = [w.strip() for w in a.what.split(",") if w.strip()]
     bad = [w for w in what if w not in ABLATIONS]
-    if bad:
-        raise ValueError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    if bad or not what:
+        raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    check_output_dir(a.out_dir, "--out-dir")
+    _check_positions(_peek_config(a.model), a.context)
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm = _load(a.model)
@@ -270,5 +381,5 @@ def cmd_ablate(a) -> int:
 def cmd_bench(a) -> int:
     script = Path(__file__).resolve().parents[3] / "bench" / "bench_decode.py"
     if not script.exists():
-        raise FileNotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
+        raise NotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
     return subprocess.call([sys.executable, str(script), *[x for x in a.args if x != "--"]])

@@ -20,7 +20,8 @@ from dataclasses import replace
 import torch
 from tqdm.auto import tqdm
 
-from ..methods import make_method
+from ..errors import InputError
+from ..methods import make_method as _make_method
 from ..rotation import RotationSet, compose, recover_eigenvectors
 from .harness import evaluate
 
@@ -33,6 +34,12 @@ COMPOSITION_LABELS = {  # rotation.COMPOSITIONS entries in the order of the tabl
     "u_h": "U.H",
     "u_h_pbr": "U.H.P_br (OSCAR)",
 }
+
+
+def make_method(name, **kw):
+    """Methods of the ablations demote token by token (page 1): with sink = recent = 0 nothing stays in
+    BF16 (a page of 16 would keep the last 0-15 tokens of every query in BF16)."""
+    return _make_method(name, **{"page": 1, **kw})
 
 
 def _log(msg: str) -> None:
@@ -66,7 +73,7 @@ class Ablator:
         if key not in self._rots:
             ids = self.calib[source]
             if ids.numel() < tokens:
-                raise ValueError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
+                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
             t = time.time()
             self._rots[key] = collect_stats(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens),
                                             progress=self.progress)
@@ -126,15 +133,15 @@ def derive_composition(r: torch.Tensor, eigenvalues: torch.Tensor | None, name: 
     P_br is rebuilt from the stored eigenvalues; that equals the calibration's P only when they are
     strictly ascending in float32 (ties would reorder), so refuse otherwise rather than guess."""
     if eigenvalues is None:
-        raise ValueError("the rotation file has no eigenvalues; cannot derive compositions from it")
+        raise InputError("the rotation file has no eigenvalues; cannot derive compositions from it")
     if name not in COMPOSITION_LABELS:
-        raise ValueError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
+        raise InputError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
     out = torch.empty_like(r)
     for layer in range(r.shape[0]):
         for head in range(r.shape[1]):
             lam = eigenvalues[layer, head]
             if name not in ("identity", "h") and not bool((lam[1:] > lam[:-1]).all()):
-                raise ValueError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
+                raise InputError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
                                  "calibrate each composition instead (`oscar-kv calibrate --composition`)")
             u = recover_eigenvectors(r[layer, head].double(), lam, "u_h_pbr")
             out[layer, head] = compose(u, lam, name).float()
@@ -294,7 +301,7 @@ FUNCS = {"rotation": ablate_rotation, "clipping": ablate_clipping, "windows": ab
 
 def run_one(ab: Ablator, name: str, **kw) -> dict:
     if name not in FUNCS:
-        raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
+        raise InputError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
     t = time.time()
     res = FUNCS[name](ab, **kw)
     if "skipped" not in res:

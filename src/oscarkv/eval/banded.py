@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from ..dims import attention_dims
 from ..methods import KVMethod
 from ..rotation import RotationSet
+from ..errors import InputError
 
 ATTN_NAME = "oscarkv_banded"
 
@@ -50,7 +51,7 @@ class BandedAttention:
         g = hq // hkv
         scaling = d**-0.5 if scaling is None else scaling
         if attention_mask is not None and attention_mask.shape[-1] != key.shape[2]:
-            raise ValueError("banded evaluation expects one full forward without a cache (no past tokens)")
+            raise InputError("banded evaluation expects one full forward without a cache (no past tokens)")
         plan = self.plans[module.layer_idx]
         if plan.k_cfg is None:  # unquantized: plain causal attention
             out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=g > 1)

@@ -26,6 +26,7 @@ from ..methods import KVMethod
 from ..quant import int_region_bits, kv_cache_bytes, mixed_bits_per_element
 from ..rotation import RotationSet
 from .banded import banded_logits
+from ..errors import InputError, StateError
 
 PEERS = ("quanto", "hqq")
 
@@ -46,7 +47,7 @@ class PeerMethod:
 
     def __post_init__(self):
         if self.backend not in PEERS:
-            raise ValueError(f"unknown peer {self.backend!r}; choose from {PEERS}")
+            raise InputError(f"unknown peer {self.backend!r}; choose from {PEERS}")
 
     @property
     def name(self) -> str:
@@ -105,7 +106,7 @@ class _Reference:
 def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
     need = context * sequences
     if ids.numel() < need:
-        raise ValueError(
+        raise InputError(
             f"evaluation text has {ids.numel()} tokens, {need} are needed for {sequences} x {context}; "
             "use a longer text, a shorter --context or fewer --sequences"
         )
@@ -122,7 +123,7 @@ def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residua
         cache = QuantizedCache(backend=backend, config=model.config, nbits=nbits, axis_key=axis, axis_value=axis,
                                q_group_size=q_group_size, residual_length=residual_length)
     except ImportError as e:
-        raise RuntimeError(f"peer {backend!r} needs its package: pip install {'optimum-quanto' if backend == 'quanto' else 'hqq'} ({e})") from None
+        raise StateError(f"peer {backend!r} needs its package: pip install {'optimum-quanto' if backend == 'quanto' else 'hqq'} ({e})") from None
     outs = []
     pos = 0
     t = ids.shape[1]
@@ -170,14 +171,14 @@ def evaluate(
     BF16 reference forward only once (it is filled on the first call).
     """
     if not 0 < score_from < context - 1:
-        raise ValueError(f"score_from must be in (0, context - 1), got {score_from} for context {context}")
+        raise InputError(f"score_from must be in (0, context - 1), got {score_from} for context {context}")
     peer_methods = [PeerMethod(p, residual=peer_residual or 0) for p in peers]  # refuses unknown names
     seqs = windows(ids, context, sequences)
     dims = attention_dims(model)
     layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
     names = [m.name for m in methods]
     if "bf16" not in names:
-        raise ValueError("the method list must include bf16 (the reference for KL and top-1)")
+        raise InputError("the method list must include bf16 (the reference for KL and top-1)")
     order = sorted(methods, key=lambda m: m.name != "bf16")  # reference first
     key = (id(model), context, sequences, score_from, int(seqs.sum()))
     ref = reference.setdefault(key, _Reference()) if reference is not None else _Reference()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
+from ..errors import InputError, StateError
 
 INTRO = ("There is an important piece of information hidden inside a lot of irrelevant text. "
          "Find it and memorize it. I will ask you about it.\n\n")
@@ -55,7 +56,7 @@ def _frame(tok, fmt: str) -> tuple[list[int], list[int]]:
         text = tok.apply_chat_template([{"role": "user", "content": mark}], tokenize=False, add_generation_prompt=True)
         pre, post = text.split(mark)
         return _encode(tok, pre), _encode(tok, post + ANSWER_START)
-    raise ValueError(f"unknown passkey format {fmt!r}; choose one of {FORMATS}")
+    raise InputError(f"unknown passkey format {fmt!r}; choose one of {FORMATS}")
 
 
 def make_key(rng: random.Random) -> str:
@@ -67,17 +68,17 @@ def build_prompt(tok, haystack: list[int] | torch.Tensor, length: int, depth: fl
     """A prompt of exactly ``length`` tokens: [frame] intro, filler with the needle inserted at
     ``depth`` (fraction of the filler), question [frame]. Filler = haystack[offset : ...]."""
     if not 0.0 <= depth <= 1.0:
-        raise ValueError(f"depth must be in [0, 1], got {depth}")
+        raise InputError(f"depth must be in [0, 1], got {depth}")
     pre, post = _frame(tok, fmt)
     head = pre + _encode(tok, INTRO)
     needle = _encode(tok, NEEDLE.format(key=key))
     question = _encode(tok, QUESTION) + post if fmt == "chat" else _encode(tok, QUESTION + " " + ANSWER_START)
     n_fill = length - len(head) - len(needle) - len(question)
     if n_fill < 1:
-        raise ValueError(f"passkey length {length} is too short for the prompt frame ({length - n_fill} tokens)")
+        raise InputError(f"passkey length {length} is too short for the prompt frame ({length - n_fill} tokens)")
     hay = list(torch.as_tensor(haystack).tolist())
     if offset + n_fill > len(hay):
-        raise ValueError(f"haystack has {len(hay)} tokens, {offset + n_fill} needed for length {length}")
+        raise InputError(f"haystack has {len(hay)} tokens, {offset + n_fill} needed for length {length}")
     fill = hay[offset : offset + n_fill]
     cut = round(depth * n_fill)
     ids = head + fill[:cut] + needle + fill[cut:] + question
@@ -113,7 +114,7 @@ def generate_answer(model, tok, prompt: PasskeyPrompt, method, rotations=None, c
     out = model.generate(ids, attention_mask=torch.ones_like(ids), cache=cache,
                          max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=_pad_id(tok, model))
     if cache.get_seq_length() < ids.shape[1]:  # generate made its own cache: the method was not applied
-        raise RuntimeError("model.generate did not use the OscarCache; this transformers version is unsupported")
+        raise StateError("model.generate did not use the OscarCache; this transformers version is unsupported")
     return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -51,14 +50,16 @@ def format_ablation(res: dict) -> str:
 
 
 def write_json(obj: dict, path: str | os.PathLike) -> Path:
-    """Atomic JSON write (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Atomic JSON write (temp file + rename; see ``oscarkv.fileio.atomic_write``)."""
+    from ..fileio import atomic_write
+
+    text = json.dumps(obj, indent=2) + "\n"  # serialise first: a bad object never touches the disk
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    path = atomic_write(path, write)
     return path
 
 

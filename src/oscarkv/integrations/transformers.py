@@ -30,6 +30,7 @@ from ..cache import OscarCache
 from ..cache.paged import PagedLayer
 from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate
 from ..rotation.centering import add_value_mean, rotated_mean
+from ..errors import InputError, StateError
 
 ATTENTION_NAME = "oscar_sdpa"
 # The paged backend's name: no mask builder is registered for it, so transformers passes no mask (the
@@ -61,13 +62,13 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA in the rotated basis; ``key``/``value`` come rotated from an ``OscarCache``."""
     st: _LayerState | None = getattr(module, "_oscar_attention", None)
     if st is None:
-        raise RuntimeError(
+        raise StateError(
             f"attention implementation {ATTENTION_NAME!r} is set but this module was not prepared; "
             "use oscarkv.integrations.transformers.enable_oscar_attention(model, cache)"
         )
     layer = st.cache.layers[st.layer_idx]
     if not layer.fresh:
-        raise RuntimeError(
+        raise StateError(
             "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
             "pass that cache (cache=... / past_key_values=...) with use_cache=True, or call disable_oscar_attention(model)"
         )
@@ -130,7 +131,7 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
         disable_oscar_attention(model)
     mods = _attention_modules(model)
     if len(mods) != len(cache.layers):
-        raise ValueError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+        raise InputError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
     # the device of the model decides the backend ("auto"): the paged kernels on CUDA when they run the method
     if cache.paged is None and cache.backend == "auto" and cache.get_seq_length() == 0:
         device = next(model.parameters()).device

@@ -97,7 +97,8 @@ def gather_sequence(pool: MixedKVPool, meta: DecodeMeta, b: int, dtype=torch.flo
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, mask: torch.Tensor | None = None):
     """softmax(q k^T * scale) v in q's dtype: q ``[n_q, Hq, d]``, k/v ``[n_k, Hkv, d]`` (GQA by head grouping).
 
-    ``mask`` ``[n_q, n_k]`` bool (True = attend). Rows with no visible key give 0.
+    ``mask`` ``[n_q, n_k]`` bool (True = attend). Rows with no visible key give 0. Non-finite q, k or v
+    propagate (NaN out), never turn into a plausible 0: only fully masked rows are zeroed, explicitly.
     """
     g = q.shape[1] // k.shape[1]
     if k.shape[0] == 0:
@@ -107,7 +108,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, m
     s = torch.einsum("qhd,khd->hqk", q, kk) * sm_scale
     if mask is not None:
         s = s.masked_fill(~mask[None], float("-inf"))
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    p = torch.softmax(s, dim=-1)
+    if mask is not None:  # a row that sees no key: softmax of all -inf is NaN by construction -> 0
+        p = p.masked_fill(~mask.any(-1)[None, :, None], 0.0)
     return torch.einsum("hqk,khd->qhd", p, vv)
 
 

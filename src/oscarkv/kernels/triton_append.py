@@ -21,6 +21,10 @@ import triton.language as tl
 @triton.jit
 def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, SDT: tl.constexpr):
     """x: [4, D4] fp32 -> (packed [D4] int32, scale [NG] SDT, zero [NG] SDT)."""
+    # Non-finite input must not come out as plausible codes (min/max/clip drop NaN): flag each group
+    # here, before clipping, and store a NaN scale for it, so its dequantized rows are NaN (issue 11).
+    bad_el = ((x != x) | (tl.abs(x) == float("inf"))).to(tl.float32)
+    bad = tl.max(tl.reshape(tl.max(bad_el, axis=1), (NG, 4 // NG)), axis=1) > 0
     if CLIP_IDX >= 0:
         a = tl.reshape(tl.abs(x), (D,))
         cnt = tl.sum((a[None, :] <= a[:, None]).to(tl.int32), axis=1)
@@ -30,7 +34,8 @@ def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, 
     lo = tl.min(tl.reshape(tl.min(x, axis=1), (NG, 4 // NG)), axis=1)
     hi = tl.max(tl.reshape(tl.max(x, axis=1), (NG, 4 // NG)), axis=1)
     three = tl.full((NG,), 3.0, tl.float32)
-    scale = tl.math.div_rn(tl.maximum(hi - lo, 1e-8), three).to(SDT)
+    scale = tl.math.div_rn(tl.maximum(hi - lo, 1e-8), three)
+    scale = tl.where(bad, float("nan"), scale).to(SDT)
     zero = lo.to(SDT)
     sp = tl.reshape(tl.broadcast_to(tl.reshape(scale.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
     zp = tl.reshape(tl.broadcast_to(tl.reshape(zero.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))

@@ -10,6 +10,8 @@ With S=64, W=256, G=128, b=2 and 16-bit scale/zero this gives 2.2836 at L=131072
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 
 def int_region_bits(bits: int = 2, group_size: int = 128, scale_bits: int = 16, head_dim: int | None = None) -> float:
     """Bits per element of the quantized region (codes + one scale and one zero per group)."""
@@ -35,9 +37,9 @@ def effective_bits_per_element(
 ) -> float:
     """Average stored bits per K/V element at ``context`` tokens, windows and scale overhead included."""
     if context <= 0:
-        raise ValueError(f"context must be positive, got {context}")
+        raise InputError(f"context must be positive, got {context}")
     if sink < 0 or recent < 0:
-        raise ValueError("sink and recent must be >= 0")
+        raise InputError("sink and recent must be >= 0")
     q = context - min(context, sink + recent)
     return mixed_bits_per_element(context, q, int_region_bits(bits, group_size, scale_bits, head_dim), hp_bits)
 

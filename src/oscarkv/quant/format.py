@@ -28,6 +28,7 @@ what a decode kernel wants to unpack into a tile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -44,7 +45,7 @@ def storage_dtype(name_or_dtype) -> torch.dtype:
     try:
         return _SCALE_DTYPES[str(name_or_dtype).replace("torch.", "")]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"scale_dtype {name_or_dtype!r} is not supported; use one of {sorted(_SCALE_DTYPES)}"
         ) from None
 
@@ -73,16 +74,20 @@ class QuantConfig:
 
     def __post_init__(self):
         if self.bits not in SUPPORTED_BITS:
-            raise ValueError(f"bits={self.bits} is not supported; use one of {SUPPORTED_BITS}")
+            raise InputError(f"bits={self.bits} is not supported; use one of {SUPPORTED_BITS}")
         if self.group_size <= 0:
-            raise ValueError(f"group_size must be positive, got {self.group_size}")
+            raise InputError(f"group_size must be positive, got {self.group_size}")
         storage_dtype(self.scale_dtype)
+        if self.clip_ratio is not None and not (0.0 <= self.clip_ratio <= 1.0):  # NaN fails too
+            raise InputError(f"clip_ratio must be in (0, 1] (0, 1 or None = no clipping), got {self.clip_ratio}")
         if self.levels is not None:
             lv = list(self.levels)
             if len(lv) != 2**self.bits:
-                raise ValueError(f"levels needs {2**self.bits} values for {self.bits}-bit codes, got {len(lv)}")
+                raise InputError(f"levels needs {2**self.bits} values for {self.bits}-bit codes, got {len(lv)}")
+            if not all(math.isfinite(float(x)) for x in lv):
+                raise InputError(f"levels must be finite, got {lv}")
             if any(b < a for a, b in zip(lv, lv[1:])):
-                raise ValueError(f"levels must be sorted ascending, got {lv}")
+                raise InputError(f"levels must be sorted ascending, got {lv}")
 
     @property
     def n_levels(self) -> int:
@@ -95,7 +100,7 @@ class QuantConfig:
     def group(self, head_dim: int) -> int:
         g = min(self.group_size, head_dim)
         if head_dim % g:
-            raise ValueError(f"head_dim {head_dim} is not a multiple of group_size {g}; pick a divisor of head_dim")
+            raise InputError(f"head_dim {head_dim} is not a multiple of group_size {g}; pick a divisor of head_dim")
         return g
 
     def level_tensor(self, device=None) -> torch.Tensor:
@@ -178,7 +183,7 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     per = 8 // bits
     d = codes.shape[-1]
     if d % per:
-        raise ValueError(f"head_dim {d} must be a multiple of {per} to pack {bits}-bit codes")
+        raise InputError(f"head_dim {d} must be a multiple of {per} to pack {bits}-bit codes")
     n = d // per
     c = codes.to(torch.uint8).reshape(*codes.shape[:-1], per, n)
     out = torch.zeros(*codes.shape[:-1], n, dtype=torch.uint8, device=codes.device)

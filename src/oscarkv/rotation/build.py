@@ -15,9 +15,9 @@ COMPOSITIONS = ("u_h_pbr", "u_h", "u", "h", "h_pbr", "identity")
 
 def _check_pow2(n: int, what: str = "size") -> int:
     if n <= 0 or n & (n - 1):
-        raise ValueError(
+        raise InputError(
             f"Hadamard rotations need a power-of-two {what}, got {n}; "
-            "OSCAR rotations are only defined for power-of-two head_dim (64, 128, 256, ...)"
+            "OSCAR rotations need a power-of-two head_dim (e.g. 32, 64, 128, 256)"
         )
     return n.bit_length() - 1
 
@@ -64,11 +64,11 @@ def permutation_matrix(perm: torch.Tensor, dtype=torch.float64) -> torch.Tensor:
 def eigh_sorted(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eigenvalues (ascending, as eigh returns them) and eigenvectors (columns) of a symmetric matrix."""
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-        raise ValueError(f"covariance must be a square matrix, got shape {tuple(cov.shape)}")
+        raise InputError(f"covariance must be a square matrix, got shape {tuple(cov.shape)}")
     c = cov.double()
     c = (c + c.T) / 2
     if not torch.isfinite(c).all():
-        raise ValueError("covariance has NaN/inf entries; check the calibration data and model dtype")
+        raise InputError("covariance has NaN/inf entries; check the calibration data and model dtype")
     lam, u = torch.linalg.eigh(c)
     return lam, u
 
@@ -82,7 +82,7 @@ def oscar_rotation(cov: torch.Tensor, composition: str = "u_h_pbr") -> tuple[tor
     u_h, u, h, h_pbr, identity: the ablation rows.
     """
     if composition not in COMPOSITIONS:
-        raise ValueError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
+        raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     lam, u = eigh_sorted(cov)
     return compose(u, lam, composition), lam
 

@@ -23,11 +23,12 @@ Shapes: x is ``[..., H, T, d]`` (heads at dim -3, as K/V everywhere in this pack
 from __future__ import annotations
 
 import torch
+from ..errors import InputError
 
 
 def _as_rows(mean: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if mean.ndim != 2 or mean.shape[-1] != x.shape[-1] or mean.shape[0] not in (1, x.shape[-3]):
-        raise ValueError(f"mean must be [H or 1, d] for rows {tuple(x.shape)}, got {tuple(mean.shape)}")
+        raise InputError(f"mean must be [H or 1, d] for rows {tuple(x.shape)}, got {tuple(mean.shape)}")
     return mean.to(device=x.device, dtype=x.dtype)[:, None, :]  # [H, 1, d] broadcasts over [..., H, T, d]
 
 
@@ -58,7 +59,7 @@ def value_output_mean(v_mean: torch.Tensor | None, num_query_heads: int) -> torc
     if h == 1:
         return v_mean.expand(num_query_heads, -1)
     if num_query_heads % h:
-        raise ValueError(f"{num_query_heads} query heads are not a multiple of {h} KV heads")
+        raise InputError(f"{num_query_heads} query heads are not a multiple of {h} KV heads")
     return v_mean.repeat_interleave(num_query_heads // h, dim=0)
 
 

@@ -26,20 +26,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .. import __version__
+from ..errors import InputError, NotFoundError
+from ..fileio import atomic_write
 from ..dims import attention_dims, text_config
 
 FORMAT = "oscar-kv-rotations/2"  # /2 adds the optional k_mean / v_mean tensors
 FORMATS_READ = ("oscar-kv-rotations/1", FORMAT)  # version 1 files (no means) still load
 
 
-class RotationMismatchError(ValueError):
+class RotationMismatchError(InputError):
     """A rotation file does not belong to the model it is being used with."""
 
 
@@ -78,17 +79,20 @@ class RotationSet:
     k_query_rotation: torch.Tensor | None = None  # [L, R, d, d]; None = k_rotation (orthogonal)
     v_mean: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
+    _valid_for: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in ("k_rotation", "v_rotation"):
             t = getattr(self, name)
+            if not isinstance(t, torch.Tensor):
+                raise InputError(f"{name} must be a torch.Tensor [num_layers, R, d, d], got {type(t).__name__}")
             if t.ndim == 3:  # [L, d, d] -> one rotation per layer
                 t = t[:, None]
             if t.ndim != 4 or t.shape[-1] != t.shape[-2]:
-                raise ValueError(f"{name} must be [num_layers, R, d, d], got {tuple(t.shape)}")
+                raise InputError(f"{name} must be [num_layers, R, d, d], got {tuple(t.shape)}")
             setattr(self, name, t.float().contiguous())
         if self.k_rotation.shape[0] != self.v_rotation.shape[0]:
-            raise ValueError("k_rotation and v_rotation cover a different number of layers")
+            raise InputError("k_rotation and v_rotation cover a different number of layers")
 
     @property
     def num_layers(self) -> int:
@@ -129,17 +133,33 @@ class RotationSet:
         return None if t is None else tuple(float(x) for x in t[layer])
 
     # ------------------------------------------------------------------ checks
+    def validate(self, source: str | None = None) -> None:
+        """Refuse (``RotationFileError``, one line) rotations that are not finite and orthogonal, clip
+        ratios outside (0, 1], unsorted levels, inconsistent shapes: the rules of ``rotation/checks.py``.
+        Re-checked only when a tensor was replaced or modified in place since the last check."""
+        from .checks import validate_rotation_set
+
+        key = tuple((id(t), t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else id(t)
+                    for t in (getattr(self, n) for n in self.__dataclass_fields__ if n not in ("meta", "_valid_for")))
+        if self._valid_for == key:
+            return
+        validate_rotation_set(self, source)
+        self._valid_for = key
+
     def check_model(self, config, group_size: int | None = None) -> None:
-        """Refuse a rotation that was made for a different model (clear message, no traceback soup)."""
+        """Refuse a rotation that is invalid (``validate``) or was made for a different model (clear
+        message, no traceback soup)."""
+        self.validate()
         fp = config_fingerprint(config)
         problems = []
         if self.num_layers != fp["num_layers"]:
             problems.append(f"{self.num_layers} layers in the file, {fp['num_layers']} in the model")
         if self.head_dim != fp["head_dim"]:
             problems.append(f"head_dim {self.head_dim} in the file, {fp['head_dim']} in the model")
-        r = self.k_rotation.shape[1]
-        if r not in (1, fp["num_kv_heads"]):
-            problems.append(f"{r} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
+        for kind, rot in (("K", self.k_rotation), ("V", self.v_rotation)):
+            r = rot.shape[1]
+            if r not in (1, fp["num_kv_heads"]):
+                problems.append(f"{r} {kind} rotations per layer in the file, model has {fp['num_kv_heads']} KV heads")
         q = self.k_query_rotation
         if q is not None and q.shape != self.k_rotation.shape:
             problems.append(f"k_query_rotation is {tuple(q.shape)}, k_rotation {tuple(self.k_rotation.shape)}")
@@ -173,17 +193,9 @@ class RotationSet:
                 tensors[name] = t.float().contiguous()
         meta = {**self.meta, "format": FORMAT, "library_version": __version__}
         meta_str = {k: json.dumps(v) for k, v in meta.items()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            # clone: K and V may be the same tensor (e.g. Hadamard for both), which safetensors refuses
-            save_file({k: v.detach().clone().contiguous() for k, v in tensors.items()}, tmp, metadata=meta_str)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # clone: K and V may be the same tensor (e.g. Hadamard for both), which safetensors refuses
+        data = {k: v.detach().clone().contiguous() for k, v in tensors.items()}
+        atomic_write(path, lambda tmp: save_file(data, tmp, metadata=meta_str))
         return path
 
     @classmethod
@@ -192,13 +204,15 @@ class RotationSet:
 
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"rotation file {path} does not exist; create it with `oscar-kv calibrate`")
+            raise NotFoundError(f"rotation file {path} does not exist; create it with `oscar-kv calibrate`")
+        if path.is_dir():
+            raise InputError(f"rotation file {path} is a directory; pass the .safetensors file")
         try:
             with safe_open(str(path), framework="pt") as f:
                 raw_meta = f.metadata() or {}
                 tensors = {k: f.get_tensor(k) for k in f.keys()}
         except Exception as e:  # safetensors raises its own error types for corrupt headers
-            raise ValueError(f"{path} is not a readable safetensors rotation file ({e})") from None
+            raise InputError(f"{path} is not a readable safetensors rotation file ({e})") from None
         meta = {}
         for k, v in raw_meta.items():
             try:
@@ -206,14 +220,16 @@ class RotationSet:
             except json.JSONDecodeError:
                 meta[k] = v
         if meta.get("format") not in FORMATS_READ:
-            raise ValueError(
+            raise InputError(
                 f"{path} is not an oscar-kv rotation file (format {meta.get('format')!r}); "
                 "for the authors' per-layer .pt files use `oscarkv.rotation.import_rotationzoo`"
             )
         missing = {"k_rotation", "v_rotation"} - tensors.keys()
         if missing:
-            raise ValueError(f"{path} lacks tensors {sorted(missing)}")
-        rs = cls(meta=meta, **{k: v for k, v in tensors.items() if k in cls.__dataclass_fields__})
+            raise InputError(f"{path} lacks tensors {sorted(missing)}")
+        fields = {k: v for k, v in tensors.items() if k in cls.__dataclass_fields__ and k != "_valid_for"}
+        rs = cls(meta=meta, **fields)
+        rs.validate(source=str(path))  # finite, orthogonal, clip in (0, 1], sorted levels, shapes
         if config is not None:
             rs.check_model(config)
         return rs

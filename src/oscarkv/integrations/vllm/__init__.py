@@ -42,7 +42,9 @@ a BF16 page, losing the 6x. So:
    of a block equals that block. This holds under prefix caching (shared blocks carry identical
    rows, and their shadow follows the block) and preemption (vLLM frees and later rewrites or reuses
    the blocks; a reused block's shadow is either refilled at mapping or kept current by (a)).
-   Tested in tests/vllm/test_vllm_core.py (block reuse, eviction, prefix sharing, preemption-style resets).
+   Tested in tests/vllm/test_vllm_core.py (block reuse, eviction, prefix sharing, preemption-style resets)
+   and end to end in tests/vllm/test_vllm_e2e.py (real vLLM preemption + prefix caching with every row
+   read from the shadow pool gives the stock backend's tokens).
 4. **Reads follow the rule per request**: position p of the past is read from the shadow iff
    p < S or p >= S + int2_len(n), else from INT2 codes (dequantized), and the step's own tokens are
    attended unquantized - exactly ``OscarCache.update``'s contract, so the vLLM path and the
@@ -50,11 +52,13 @@ a BF16 page, losing the 6x. So:
    simply read from its INT2 codes, which were written when the token arrived (token-local format,
    so they are the codes a demotion would produce).
 
-Costs and limits of this design: the windows are held twice (INT2 + shadow), which costs 16% of the
-window tokens' INT2 bytes, nothing compared with BF16; the shadow pool lives outside vLLM's KV budget
-(its size is max_num_seqs x the window pages, reported beside the capacity in docs/VLLM.md); a
-prefix-cache hit whose shadow was already reused reads its window rows from INT2 (a small,
-documented accuracy difference, never a stale read); B (the demotion page) need not equal vLLM's
+Costs and limits of this design: window tokens are held twice (INT2 in the pages + BF16 in the
+shadow), so their INT2 copy adds 16% (40 of 256 bytes per token-head at d = 64) to what a BF16 window
+costs anyway; the shadow pool lives outside vLLM's KV budget
+(its size is max_num_seqs x the window pages, reported beside the capacity in docs/VLLM.md); window
+rows of a prefix-cache hit that were no longer shadowed (the first request had already demoted them,
+or their page was reused) are read from INT2 (a small, documented accuracy difference, never a stale
+read); B (the demotion page) need not equal vLLM's
 block size, but the Triton decode path needs S and B to be multiples of it (else the torch path).
 Alternatives considered: a second vLLM KV-cache group for the windows (vLLM's hybrid allocator
 supports per-group specs, but its groups are per layer type, not per token range, so a request

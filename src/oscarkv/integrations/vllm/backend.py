@@ -79,7 +79,8 @@ class OscarAttentionBackend(AttentionBackend):
 
     @classmethod
     def get_supported_head_sizes(cls) -> list[int]:
-        return [16, 32, 64, 128, 256]
+        # any multiple of 4 works on the torch path; the GPU kernels take the powers of two
+        return [16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]
 
     @classmethod
     def supported_kv_cache_layouts(cls):

@@ -200,6 +200,7 @@ class ShadowManager:
         self.last_live: dict[int, int] = {}  # page -> last step in which its block was live
         self.high = 1  # pages ever handed out are 1 .. high-1
         self.step = 0
+        self._dense = None  # block -> page as a tensor, cached between assign() calls
         _MANAGERS.add(self)
 
     def assign(self, live: list[int]) -> tuple[list[int], list[int]]:
@@ -207,6 +208,7 @@ class ShadowManager:
         mappings, which the layers fill from INT2 before writing. Pages of blocks not live this step are
         reused least-recently-live first; reuse drops the old block's mapping."""
         self.step += 1
+        self._dense = None
         new_b, new_p = [], []
         for b in live:
             p = self.block_to_page.get(b)
@@ -237,13 +239,13 @@ class ShadowManager:
 
     def lookup(self, blocks: torch.Tensor) -> torch.Tensor:
         """Shadow page of each block id (-1 = none), same shape, int64, on blocks' device."""
-        if not self.block_to_page:
-            return torch.full_like(blocks, -1, dtype=torch.int64)
-        n = max(max(self.block_to_page) + 1, int(blocks.max()) + 1 if blocks.numel() else 1)
-        dense = torch.full((n,), -1, dtype=torch.int64)
-        idx = torch.tensor(list(self.block_to_page.keys()), dtype=torch.int64)
-        dense[idx] = torch.tensor(list(self.block_to_page.values()), dtype=torch.int64)
-        return dense.to(blocks.device)[blocks.long().clamp_min(0)].masked_fill(blocks < 0, -1)
+        need = max(max(self.block_to_page, default=0), int(blocks.max()) if blocks.numel() else 0) + 1
+        if self._dense is None or self._dense.numel() < need:  # rebuilt once per step (assign resets it)
+            dense = torch.full((need,), -1, dtype=torch.int64)
+            if self.block_to_page:
+                dense[torch.tensor(list(self.block_to_page.keys()))] = torch.tensor(list(self.block_to_page.values()))
+            self._dense = dense
+        return self._dense.to(blocks.device)[blocks.long().clamp_min(0)].masked_fill(blocks < 0, -1)
 
 
 def default_shadow_cap(max_num_seqs: int, block_size: int, s: OscarSettings) -> int:
@@ -439,8 +441,9 @@ class LayerCompute:
         self.k_mean0, self.v_mean0 = k_mean, v_mean
         self.k_rot = self.v_rot = self.q_rot = self.k_mean = self.v_mean = self.v_out_mean = None
         levels = (k_cfg is not None and k_cfg.levels is not None) or (v_cfg is not None and v_cfg.levels is not None)
-        if levels and kernels in ("auto", "triton"):
-            kernels = "off"  # the package's kernels implement uniform levels only (check_kernel_configs)
+        d = fmt.head_dim
+        if (levels or d < 16 or d & (d - 1)) and kernels in ("auto", "triton"):
+            kernels = "off"  # the package's kernels: uniform levels, power-of-two head_dim (check_kernel_configs)
         self.scale = scale
         self.kernels = kernels
         self.shadow_k = self.shadow_v = None

@@ -1,0 +1,109 @@
+"""Issue 11: files are written whole (no .tmp left, not even on SIGTERM) and honour the umask."""
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from oscarkv.errors import InputError
+from oscarkv.eval.report import write_json
+from oscarkv.fileio import atomic_write, check_output_path
+
+from adv_helpers import _one_thread, cfg, good_rotations
+
+
+@pytest.fixture
+def umask022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+def test_files_honour_umask(tmp_path, umask022):
+    assert _mode(write_json({"a": 1}, tmp_path / "r.json")) == 0o644
+    assert _mode(good_rotations().save(tmp_path / "r.safetensors")) == 0o644
+    os.umask(0o077)
+    assert _mode(write_json({"a": 1}, tmp_path / "private.json")) == 0o600
+
+
+def test_replacing_keeps_the_old_mode(tmp_path, umask022):
+    p = write_json({"a": 1}, tmp_path / "r.json")
+    os.chmod(p, 0o640)
+    write_json({"a": 2}, p)
+    assert _mode(p) == 0o640
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    def fail(tmp):
+        with open(tmp, "w") as f:
+            f.write("half")
+        raise RuntimeError("disk full")
+    with pytest.raises(RuntimeError):
+        atomic_write(tmp_path / "x.json", fail)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(TypeError):  # not JSON-serialisable: refused before touching the disk
+        write_json({"a": object()}, tmp_path / "y.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_into_directory_refused(tmp_path):
+    with pytest.raises(InputError, match="is a directory"):
+        write_json({"a": 1}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path, match", [("/proc/x.safetensors", "cannot be written"), ("", "empty path")])
+def test_check_output_path(path, match):
+    with pytest.raises(InputError, match=match):
+        check_output_path(path, "--out")
+
+
+def test_check_output_path_creates_nothing(tmp_path):
+    check_output_path(tmp_path / "a" / "b" / "c.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("via_cli_handler", [False, True])
+def test_sigterm_during_save_leaves_no_tmp(tmp_path, via_cli_handler):
+    """A process killed with SIGTERM while writing removes its temp file and dies of SIGTERM."""
+    script = textwrap.dedent(f"""
+        import signal, sys, time
+        from oscarkv.fileio import atomic_write
+        if {via_cli_handler}:
+            from oscarkv.cli.main import _terminate
+            signal.signal(signal.SIGTERM, _terminate)
+        def slow(tmp):
+            with open(tmp, "w") as f:
+                f.write("partial")
+            print("writing", flush=True)
+            time.sleep(30)
+        atomic_write({str(tmp_path / 'out.json')!r}, slow)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().strip() == b"writing"
+    assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=20)
+    assert rc != 0
+    if not via_cli_handler:
+        assert rc == -signal.SIGTERM  # the default disposition is kept: killed by SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_head_dim_message_lists_what_works():
+    from oscarkv.rotation import hadamard
+
+    assert hadamard(32).shape == (32, 32)  # 32 works
+    with pytest.raises(InputError) as e:
+        hadamard(48)
+    assert "32, 64, 128, 256" in str(e.value) and "(64, 128, 256" not in str(e.value)

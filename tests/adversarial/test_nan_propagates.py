@@ -1,0 +1,81 @@
+"""Issue 11 item 3: a NaN key in the BF16 window must not come out of decode as exactly 0."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from adv_helpers import _one_thread  # noqa: F401 (autouse fixture)
+from oscarkv.kernels import MixedKVCache, MixedKVPool, decode_attention, write_kv
+from oscarkv.kernels.reference import attend
+from oscarkv.quant import QuantConfig
+
+
+def _pool_with(k, v, sink=4, recent=8, bs=4, backend="torch", device="cpu"):
+    pool = MixedKVPool.allocate(16, 16, bs, k.shape[1], k.shape[2], QuantConfig(group_size=k.shape[2]),
+                                QuantConfig(group_size=k.shape[2]), device=device)
+    cache = MixedKVCache(16, 16, bs, sink=sink, recent=recent)
+    cache.add("a")
+    write_kv(pool, k.bfloat16().to(device), v.bfloat16().to(device), cache.plan_append(["a"], [k.shape[0]]),
+             backend=backend)
+    return pool, cache.metadata(["a"], device=device)
+
+
+# (backend, device): Triton runs on CPU under TRITON_INTERPRET=1 and on a GPU for real (the lead's device run)
+BACKENDS = [("torch", "cpu")] + ([("triton", "cpu")] if __import__("os").environ.get("TRITON_INTERPRET") == "1" else []) \
+    + ([("triton", "cuda")] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_nan_key_in_window_propagates(backend, device):
+    torch.manual_seed(0)
+    k, v = torch.randn(6, 2, 32), torch.randn(6, 2, 32)
+    k[5, 1, 3] = float("nan")  # KV head 1, a token of the recent window (held in bf16)
+    pool, meta = _pool_with(k, v, device=device)
+    q = torch.randn(1, 4, 32, device=device)
+    out = decode_attention(q, pool, meta, backend=backend).cpu()
+    assert torch.isfinite(out[0, :2]).all()  # query heads of KV head 0 are untouched
+    assert torch.isnan(out[0, 2:]).all()  # heads that read the NaN key: NaN, not a plausible 0
+    assert not (out[0, 2:] == 0).any()
+
+
+def test_nan_query_propagates():
+    k, v = torch.randn(6, 2, 32), torch.randn(6, 2, 32)
+    pool, meta = _pool_with(k, v)
+    q = torch.randn(1, 4, 32)
+    q[0, 0, 0] = float("nan")
+    out = decode_attention(q, pool, meta, backend="torch")
+    assert torch.isnan(out[0, 0]).all() and torch.isfinite(out[0, 1:]).all()
+
+
+def test_fully_masked_row_is_zero_explicitly():
+    q, k, v = torch.randn(3, 2, 16), torch.randn(5, 2, 16), torch.randn(5, 2, 16)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    out = attend(q, k, v, 0.25, mask)
+    assert (out[1] == 0).all() and torch.isfinite(out).all()
+    k[2, 0, 0] = float("nan")
+    out = attend(q, k, v, 0.25, mask)
+    assert (out[1] == 0).all() and not torch.isfinite(out[0]).all()  #: not hidden either
+
+
+def test_no_nan_to_num_left_in_attention_paths():
+    """The pattern that hid the NaN must not come back anywhere in the package's attention code."""
+    src = Path(__import__("oscarkv").__file__).parent
+    hits = [str(p.relative_to(src)) for p in src.rglob("*.py") if "nan_to_num" in p.read_text()]
+    assert hits == [], hits
+
+
+@pytest.mark.parametrize("backend, device", BACKENDS)
+def test_nan_key_reaching_int2_raises_or_propagates(backend, device):
+    torch.manual_seed(0)
+    k, v = torch.randn(16, 2, 32), torch.randn(16, 2, 32)
+    k[5, 1, 3] = float("nan")  # position 5: INT2 history (sink 4, recent 8)
+    try:
+        pool, meta = _pool_with(k, v, backend=backend, device=device)
+    except ValueError as e:  # the torch reference refuses to quantize it
+        assert "NaN" in str(e)
+        return
+    out = decode_attention(torch.randn(1, 4, 32, device=device), pool, meta, backend=backend).cpu()
+    assert torch.isfinite(out[0, :2]).all() and torch.isnan(out[0, 2:]).all()
