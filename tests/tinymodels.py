@@ -55,3 +55,13 @@ def tiny_checkpoint(d, max_positions=2048, text_chars=100_000):
     fast.save_pretrained(d)
     tiny_model(vocab_size=len(fast), max_position_embeddings=max_positions).save_pretrained(d)
     return d
+
+
+def left_pad(prompts):
+    """Prompts ``[1, n_i]`` -> (ids, mask) ``[B, max n]`` left-padded with token 0 / mask 0."""
+    n = max(p.shape[1] for p in prompts)
+    ids = torch.zeros(len(prompts), n, dtype=torch.long)
+    mask = torch.zeros(len(prompts), n, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
+    return ids, mask
