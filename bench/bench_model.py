@@ -132,8 +132,10 @@ def weight_bytes_read(model) -> int:
 
 
 def dims(cfg):
-    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return cfg.num_hidden_layers, cfg.num_key_value_heads, hd
+    from oscarkv.dims import attention_dims
+
+    d = attention_dims(cfg)
+    return d.num_layers, d.num_kv_heads, d.head_dim
 
 
 # ------------------------------------------------------------------ OSCAR (paged)

@@ -1,4 +1,5 @@
-"""The KV-cache methods we compare, by name, and what each one does to a layer's K and V.
+"""The KV-cache methods we compare: a name -> definition table (``METHODS``), ``make_method`` to get
+one with shared window/group settings, and what a method does to a layer's K and V (``LayerPlan``).
 
     bf16      unquantized (stored in the model's dtype: float32 on CPU, bf16 on GPU)
     naive     token-wise INT2 per group, no rotation, no clipping
@@ -29,55 +30,92 @@ GPU pool's block size; KIVI: its key block ``group_size``). The sink [0, min(t, 
 tokens [S + int2_len, t) (W .. W + B - 1 of them) stay in high precision. The CPU cache
 (cache/layers.py), the banded evaluation (eval/banded.py) and the GPU cache all derive from it.
 
-Everything here is a torch reference: the cache, the evaluation fast path and the kernels' tests
-all go through ``quantize_rows`` / ``quantize_key_blocks`` so there is one definition per operation.
+Fields are typed (``Literal``) and checked when a ``KVMethod`` is built, so a misspelt
+``rotation="hadamrd"`` is refused instead of silently taking another branch. KIVI's difference (keys
+per channel over token blocks, ``key_axis="channel"``) is asked through ``per_channel_keys`` and
+handled in ``KVMethod.demotion_unit``, ``KVMethod.layer_plan`` and ``LayerPlan``'s K operations.
+
+The operations themselves live in their own modules: quantization in ``quant/`` (KIVI blocks in ``quant/kivi.py``),
+rotations in ``rotation/apply.py``, centering in ``rotation/centering.py``, clip defaults in
+``calibrate/clip.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import functools
+import typing
+from dataclasses import dataclass, fields, replace
+from typing import Literal
 
 import torch
 
 from .calibrate.clip import DEFAULT_CLIP_K, DEFAULT_CLIP_V
-from .quant import QuantConfig, dequantize, int_region_bits, kv_cache_bytes, mixed_bits_per_element, quantize
+from .errors import InputError
+from .quant import (
+    QuantConfig,
+    QuantizedRows,
+    dequantize,
+    dequantize_key_blocks,
+    fake_quantize,
+    fake_quantize_key_blocks,
+    int_region_bits,
+    kv_cache_bytes,
+    mixed_bits_per_element,
+    quantize,
+    quantize_key_blocks,
+)
 from .rotation import RotationSet, hadamard, rotate, unrotate
 from .rotation.centering import center, uncenter
-from .errors import InputError
 
-METHOD_NAMES = ("bf16", "naive", "hadamard", "kivi", "int4", "oscar", "oscar-plus")
-CENTER_MODES = ("off", "on", "auto")  # auto: centered iff the rotation file has calibrated means
-CLIP_MODES = ("fitted", "default", "off")
+Bits = Literal[2, 4]
+Rotation = Literal["none", "hadamard", "calibrated"]
+KeyAxis = Literal["token", "channel"]  # channel: KIVI keys
+ClipMode = Literal["fitted", "default", "off"]  # fitted: from the rotation file; default: 0.96 / 0.92
+Levels = Literal["uniform", "lloyd-max"]  # lloyd-max: levels from the rotation file
+CenterMode = Literal["off", "on", "auto"]  # auto: centered iff the rotation file has calibrated means
+KeyScale = Literal["any", "on", "off"]  # on / off: require a file with / without the key rescale
+ScaleDtype = Literal["float16", "bfloat16", "float32"]
+
+CLIP_MODES = typing.get_args(ClipMode)
+CENTER_MODES = typing.get_args(CenterMode)
+LEVEL_MODES = typing.get_args(Levels)
 
 
 @dataclass(frozen=True)
 class KVMethod:
+    """One KV method: quantizer settings and the BF16 windows (see the module docstring)."""
+
     name: str
-    bits: int | None = 2  # None: unquantized
-    rotation: str = "none"  # "none" | "hadamard" | "calibrated"
-    key_axis: str = "token"  # "token" | "channel" (KIVI keys)
+    bits: Bits | None = 2  # None: unquantized
+    rotation: Rotation = "none"
+    key_axis: KeyAxis = "token"
     group_size: int = 128
     sink: int = 64
     recent: int = 256
-    clip: str = "off"  # "fitted" (from the rotation file) | "default" (0.96 / 0.92) | "off"
-    scale_dtype: str = "float16"
-    levels: str = "uniform"  # "uniform" | "lloyd-max" (levels from the rotation file)
-    center: str = "off"  # CENTER_MODES: subtract the calibrated mu_K / mu_V (rotation/centering.py)
-    key_scale: str = "any"  # "on" / "off": require a file with / without the key rescale (a label check)
+    clip: ClipMode = "off"
+    scale_dtype: ScaleDtype = "float16"
+    levels: Levels = "uniform"
+    center: CenterMode = "off"  # subtract the calibrated mu_K / mu_V (rotation/centering.py)
+    key_scale: KeyScale = "any"  # a label check on the rotation file (oscar-plus ablation rows)
     page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
 
     def __post_init__(self):
-        check_method_fields(self)
+        _check_fields(self)
 
     @property
     def quantized(self) -> bool:
         return self.bits is not None
 
+    @property
+    def per_channel_keys(self) -> bool:
+        """KIVI: keys quantized per channel over blocks of ``group_size`` tokens (values per token)."""
+        return self.key_axis == "channel"
+
     # --------------------------------------------------------------- the window rule
     @property
     def demotion_unit(self) -> int:
         """Tokens demoted together: the page B, or for KIVI its whole key block (``page`` is unused there)."""
-        return self.group_size if self.key_axis == "channel" else self.page
+        return self.group_size if self.per_channel_keys else self.page
 
     def int2_len(self, t):
         """THE window rule: how many tokens a sequence of ``t`` tokens holds quantized, as the tokens
@@ -138,7 +176,7 @@ class KVMethod:
                 "`oscar-kv calibrate --model M --data FILE --out ROT.safetensors` and pass --rotations ROT"
             )
         g = min(self.group_size, head_dim)
-        if self.key_axis == "token" and head_dim % g:
+        if not self.per_channel_keys and head_dim % g:
             raise InputError(f"group_size {self.group_size} does not divide head_dim {head_dim}")
         k_clip = v_clip = None
         if self.clip == "default":
@@ -158,7 +196,7 @@ class KVMethod:
             k_lv, v_lv = rotations.levels("k", layer), rotations.levels("v", layer)
         k_cfg = QuantConfig(self.bits, g, k_clip, self.scale_dtype, k_lv)
         v_cfg = QuantConfig(self.bits, g, v_clip, self.scale_dtype, v_lv)
-        if self.key_axis == "channel":  # KIVI: groups run along tokens, clip never applies
+        if self.per_channel_keys:  # KIVI: groups run along tokens, clip never applies
             k_cfg = QuantConfig(self.bits, self.group_size, None, self.scale_dtype)
         if self.rotation == "none":
             rk = rv = None
@@ -181,13 +219,16 @@ class KVMethod:
 
 @dataclass
 class LayerPlan:
-    """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None."""
+    """What to do with one layer's K and V. Rotations are [R, d, d] (R = 1 or num_kv_heads) or None.
+
+    The cache stores K as ``center(k, k_mean) @ k_rot`` and V likewise; ``quantize_k`` / ``quantize_v``
+    take rows in that stored basis, ``fake_quant_kv`` rows in the model's basis."""
 
     k_cfg: QuantConfig | None
     v_cfg: QuantConfig | None
     k_rot: torch.Tensor | None
     v_rot: torch.Tensor | None
-    key_axis: str = "token"
+    key_axis: KeyAxis = "token"
     k_mean: torch.Tensor | None = None  # [H_kv or 1, d]: keys stored as (k - k_mean) @ k_rot
     v_mean: torch.Tensor | None = None  # values stored as (v - v_mean) @ v_rot; output + v_mean
     k_qrot: torch.Tensor | None = None  # queries' transform M^-T when k_rot = M is not orthogonal
@@ -201,35 +242,110 @@ class LayerPlan:
     def centered(self) -> bool:
         return self.k_mean is not None
 
+    @property
+    def per_channel_keys(self) -> bool:
+        """KIVI: keys quantized per channel over blocks of ``k_cfg.group_size`` tokens."""
+        return self.key_axis == "channel"
 
-LEVELS = ("uniform", "lloyd-max")
-ROTATIONS = ("none", "hadamard", "calibrated")
-KEY_AXES = ("token", "channel")
+    # ---------------------------------------------------------- stored (rotated, centered) rows
+    def quantize_k(self, kr: torch.Tensor) -> QuantizedRows:
+        """Stored-basis keys ``[B, H, T, d]`` -> packed rows (KIVI: T a multiple of the block, rows per channel)."""
+        return quantize_key_blocks(kr, self.k_cfg) if self.per_channel_keys else quantize(kr, self.k_cfg)
+
+    def dequantize_k(self, q: QuantizedRows, dtype=torch.float32) -> torch.Tensor:
+        return dequantize_key_blocks(q, dtype) if self.per_channel_keys else dequantize(q, self.k_cfg, dtype)
+
+    def quantize_v(self, vr: torch.Tensor) -> QuantizedRows:
+        return quantize(vr, self.v_cfg)
+
+    def dequantize_v(self, q: QuantizedRows, dtype=torch.float32) -> torch.Tensor:
+        return dequantize(q, self.v_cfg, dtype)
+
+    # ---------------------------------------------------------- model-basis rows
+    def fake_quant_kv(self, k: torch.Tensor, v: torch.Tensor, sink: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every token's K, V ``[B, H, T, d]`` as it reads back once quantized, in the model's basis
+        (KIVI keys: whole blocks aligned at ``sink``; the tokens before and after them unchanged)."""
+        vq = fake_quant_rows(v, self.v_cfg, self.v_rot, mean=self.v_mean)
+        if self.per_channel_keys:
+            return fake_quantize_key_blocks(k, self.k_cfg, sink), vq
+        return fake_quant_rows(k, self.k_cfg, self.k_rot, mean=self.k_mean, r_query=self.k_qrot), vq
 
 
-def check_method_fields(m: KVMethod) -> None:
-    """Refuse a KVMethod that would silently do something else (e.g. levels="lloyd_max" meant uniform)."""
-    def bad(field, value, allowed):
-        raise InputError(f"KVMethod {m.name!r}: {field}={value!r} is not one of {', '.join(map(repr, allowed))}")
+def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False,
+                    mean: torch.Tensor | None = None, r_query: torch.Tensor | None = None) -> torch.Tensor:
+    """Token-wise rows x ``[B, H, T, d]``: center, rotate, quantize -> dequantize; back in the original
+    basis (mean added back) unless ``rotated_out`` (then the rows stay rotated *and* centered, as the
+    cache stores them). ``r_query``: M^-T when the transform r = M is not orthogonal (reading back is
+    x @ M^-1 = x @ r_query^T)."""
+    xh = fake_quantize(rotate(center(x.float(), mean), r), cfg)
+    return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)
 
-    if m.bits not in (None, 2, 4):
-        bad("bits", m.bits, (None, 2, 4))
-    if m.rotation not in ROTATIONS:
-        bad("rotation", m.rotation, ROTATIONS)
-    if m.key_axis not in KEY_AXES:
-        bad("key_axis", m.key_axis, KEY_AXES)
-    if m.clip not in CLIP_MODES:
-        bad("clip", m.clip, CLIP_MODES)
-    if m.levels not in LEVELS:
-        bad("levels", m.levels, LEVELS)
-    if getattr(m, "center", "off") not in CENTER_MODES:
-        bad("center", m.center, CENTER_MODES)
-    for name, lo in (("sink", 0), ("recent", 0), ("group_size", 1), ("page", 1)):
-        v = getattr(m, name, lo)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {lo}, got {v!r}")
-    if m.scale_dtype not in ("float16", "bfloat16", "float32"):
-        bad("scale_dtype", m.scale_dtype, ("float16", "bfloat16", "float32"))
+
+# ------------------------------------------------------------------- field checks
+def _allowed(hint) -> tuple | None:
+    """The values a ``Literal`` (or ``Literal | None``) annotation allows; None for other types."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    args = typing.get_args(hint)
+    if args and any(typing.get_origin(a) is Literal for a in args):
+        return tuple(v for a in args for v in (typing.get_args(a) if typing.get_origin(a) is Literal else (None,)))
+    return None
+
+
+@functools.cache
+def _allowed_values() -> dict:
+    hints = typing.get_type_hints(KVMethod)
+    return {f.name: _allowed(hints[f.name]) for f in fields(KVMethod)}
+
+
+def _check_fields(m: KVMethod) -> None:
+    """Refuse a value outside a field's ``Literal`` type and windows / group sizes that are not counts."""
+    for name, allowed in _allowed_values().items():
+        value = getattr(m, name)
+        if allowed is not None and (isinstance(value, bool) or value not in allowed):
+            raise InputError(f"KVMethod {m.name!r}: {name}={value!r} is not one of "
+                             f"{', '.join(map(repr, allowed))}")
+    for name, low in (("sink", 0), ("recent", 0), ("group_size", 1), ("page", 1)):
+        v = getattr(m, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise InputError(f"KVMethod {m.name!r}: {name} must be an integer >= {low}, got {v!r}")
+
+
+# ------------------------------------------------------------------- the registry
+# oscar-plus = centering on the paper's recipe. Measured (docs/ACCURACY.md section 5), default windows: centered
+# per-layer uniform (the `oscar+center` rows) KL 0.0329 on Qwen2.5-Coder-1.5B vs 0.0385 with per-head
+# rotations + Lloyd-Max, 0.0696 vs 0.0727 on SmolLM2; so neither is part of the recipe.
+PLUS_LEVELS = "uniform"
+PLUS_PER_HEAD = False
+# Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
+# 0.0372) but hurts SmolLM2 (0.0727 -> 0.0934), so oscar-plus leaves it off; `calibrate --plus --key-scale` keeps it.
+PLUS_KEY_SCALE = False
+
+# name -> definition. Windows, group size, scale dtype and page come from ``make_method``'s shared
+# settings; ``clip`` / ``center`` / ``levels`` are each method's defaults, overridable where TUNABLE says.
+METHODS: dict[str, KVMethod] = {
+    "bf16": KVMethod("bf16", bits=None),
+    "naive": KVMethod("naive"),
+    "hadamard": KVMethod("hadamard", rotation="hadamard", center="auto"),
+    "kivi": KVMethod("kivi", key_axis="channel"),
+    "int4": KVMethod("int4", bits=4, rotation="hadamard", center="auto"),
+    "oscar": KVMethod("oscar", rotation="calibrated", clip="fitted"),
+    "oscar-plus": KVMethod("oscar-plus", rotation="calibrated", clip="fitted", levels=PLUS_LEVELS, center="on"),
+}
+METHOD_NAMES = tuple(METHODS)
+# which defaults make_method's clip= / levels= / center= may override (bf16 and kivi neither clip nor
+# center; only oscar takes levels=, oscar-plus's are part of its recipe)
+TUNABLE = {
+    "bf16": (),
+    "naive": ("clip", "center"),
+    "hadamard": ("clip", "center"),
+    "kivi": (),
+    "int4": ("clip", "center"),
+    "oscar": ("clip", "levels", "center"),
+    "oscar-plus": ("clip", "center"),
+}
+_SUFFIXES = {"+center": ("center", "on"), "+nocenter": ("center", "off"),
+             "+keyscale": ("key_scale", "on"), "+nokeyscale": ("key_scale", "off")}
 
 
 def make_method(
@@ -243,64 +359,38 @@ def make_method(
     page: int = 16,
     center: str | None = None,
 ) -> KVMethod:
-    """A method by name (see ``METHOD_NAMES``, optionally + "+center" / "+nocenter") with shared
-    window/group settings; ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
-    if sink < 0 or recent < 0:
-        raise InputError("sink and recent must be >= 0")
-    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
-        raise InputError(f"page (tokens demoted together) must be an int >= 1, got {page!r}")
+    """``METHODS[name]`` with shared window/group settings. ``name`` may end in "+center" / "+nocenter"
+    (centering on / off) and "+keyscale" / "+nokeyscale" (calibrated methods: insist on a file with /
+    without the key rescale), e.g. ``oscar+center``; the method keeps that label as its name.
+    ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if clip is not None and clip not in CLIP_MODES:
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
-    if levels not in LEVELS:
-        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVELS))}")
-    base = dict(sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page)
-    label = name
-    key_scale = "any"
-    for suffix, ks in (("+keyscale", "on"), ("+nokeyscale", "off")):
-        if name.endswith(suffix):
-            name, key_scale = name[: -len(suffix)], ks
-    for suffix, mode in (("+center", "on"), ("+nocenter", "off")):
-        if name.endswith(suffix):
-            name, center = name[: -len(suffix)], mode
     if center is not None and center not in CENTER_MODES:
         raise InputError(f"center must be one of {CENTER_MODES}, got {center!r}")
-    if center is not None and name in ("bf16", "kivi") and center != "off":
+    if levels is not None and levels not in LEVEL_MODES:  # refused even where a method does not use it
+        raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVEL_MODES))}")
+    label, over = name, {}
+    while True:  # strip the label suffixes, outermost first
+        suffix = next((x for x in _SUFFIXES if name.endswith(x)), None)
+        if suffix is None:
+            break
+        field, value = _SUFFIXES[suffix]
+        over.setdefault(field, value)
+        name = name[: -len(suffix)]
+    if name not in METHODS:
+        raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+    m = METHODS[name]
+    if "center" in over:
+        center = over["center"]
+    if center is not None and center != "off" and "center" not in TUNABLE[name]:
         raise InputError(f"method {name!r} does not support centering")
-    m = _make(name, clip, levels, center, base)
-    if key_scale != "any":
-        if m.rotation != "calibrated":
-            raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
-        m = replace(m, key_scale=key_scale)
+    if "key_scale" in over and m.rotation != "calibrated":
+        raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+    given = {"clip": clip, "levels": levels, "center": center}
+    tuned = {k: v for k, v in given.items() if k in TUNABLE[name] and v is not None}
+    m = replace(m, sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page,
+                key_scale=over.get("key_scale", m.key_scale), **tuned)
     return m if label == m.name else replace(m, name=label)
-
-
-def _make(name, clip, levels, center, base) -> KVMethod:
-    if name == "bf16":
-        return KVMethod("bf16", bits=None, **base)
-    if name == "naive":
-        return KVMethod("naive", clip=clip or "off", center=center or "off", **base)
-    if name == "hadamard":
-        return KVMethod("hadamard", rotation="hadamard", clip=clip or "off", center=center or "auto", **base)
-    if name == "kivi":
-        return KVMethod("kivi", key_axis="channel", **base)
-    if name == "int4":
-        return KVMethod("int4", bits=4, rotation="hadamard", clip=clip or "off", center=center or "auto", **base)
-    if name == "oscar":
-        return KVMethod("oscar", rotation="calibrated", clip=clip or "fitted", levels=levels, center=center or "off", **base)
-    if name == "oscar-plus":
-        return KVMethod("oscar-plus", rotation="calibrated", clip=clip or "fitted",
-                        levels=levels if levels != "uniform" else PLUS_LEVELS, center=center or "on", **base)
-    raise InputError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
-
-
-# oscar-plus = centering on the paper's recipe. Measured (docs/ACCURACY.md section 5), default windows: centered
-# per-layer uniform (the `oscar+center` rows) KL 0.0329 on Qwen2.5-Coder-1.5B vs 0.0385 with per-head
-# rotations + Lloyd-Max, 0.0696 vs 0.0727 on SmolLM2; so neither is part of the recipe.
-PLUS_LEVELS = "uniform"
-PLUS_PER_HEAD = False
-# Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
-# 0.0372) but hurts SmolLM2 (0.0727 -> 0.0934), so oscar-plus leaves it off; `calibrate --plus --key-scale` keeps it.
-PLUS_KEY_SCALE = False
 
 
 def parse_methods(spec: str, **kw) -> list[KVMethod]:
@@ -308,19 +398,3 @@ def parse_methods(spec: str, **kw) -> list[KVMethod]:
     if not names:
         raise InputError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
     return [make_method(n, **kw) for n in names]
-
-
-# ------------------------------------------------------------------- reference ops
-def quantize_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, mean: torch.Tensor | None = None):
-    """Token-wise: (center,) rotate, then quantize rows of x [B, H, T, d]. Returns packed rows of
-    (x - mean) @ R (rotated, centered basis)."""
-    return quantize(rotate(center(x.float(), mean), r), cfg)
-
-
-def fake_quant_rows(x: torch.Tensor, cfg: QuantConfig, r: torch.Tensor | None, rotated_out: bool = False,
-                    mean: torch.Tensor | None = None, r_query: torch.Tensor | None = None):
-    """quantize_rows -> dequantize; back in the original basis (mean added back) unless ``rotated_out``
-    (then the rows stay rotated *and* centered, as the cache stores them). ``r_query``: M^-T when the
-    transform r = M is not orthogonal (reading back is x @ M^-1 = x @ r_query^T)."""
-    xh = dequantize(quantize_rows(x, cfg, r, mean), cfg)
-    return (xh if rotated_out else uncenter(unrotate(xh, r if r_query is None else r_query), mean)).to(x.dtype)

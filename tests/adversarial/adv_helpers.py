@@ -1,18 +1,12 @@
 """Shared builders and fixtures for the adversarial tests (no conftest.py here: tests/kernels imports
-``from conftest import ...``, which another conftest module would shadow)."""
+``from conftest import ...``, which another conftest module would shadow). The tiny model builders are
+tests/tinymodels.py's; the one-thread fixture is tests/conftest.py's (autouse)."""
 
 import pytest
 import torch
-from transformers import LlamaConfig
+from tinymodels import tiny_checkpoint, tiny_config  # noqa: F401 (re-exported to the tests)
 
 from oscarkv.rotation import RotationSet, config_hash, hadamard
-
-
-def tiny_config(layers=2, **kw):
-    base = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_hidden_layers=layers,
-                intermediate_size=64, vocab_size=100)
-    base.update(kw)
-    return LlamaConfig(**base)
 
 
 def good_rotations(layers=2, d=32, per_head=False, levels=False, seed=0):
@@ -30,36 +24,6 @@ def good_rotations(layers=2, d=32, per_head=False, levels=False, seed=0):
 
 
 
-def tiny_checkpoint(d, max_positions=2048):
-    """A random 2-layer Llama + a small BPE tokenizer saved as a transformers checkpoint folder."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from oscarkv.data import builtin_text
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([builtin_text("pydoc-calib")[:100_000]], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(d)
-    torch.manual_seed(0)
-    cfg = tiny_config(vocab_size=len(fast), max_position_embeddings=max_positions)
-    LlamaForCausalLM(cfg).save_pretrained(d)
-    return d
-
-
 @pytest.fixture
 def cfg():
     return tiny_config()
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models are overhead-bound: one thread is faster on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

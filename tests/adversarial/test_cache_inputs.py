@@ -8,7 +8,7 @@ from oscarkv.cache import OscarCache
 from oscarkv.errors import InputError, OscarKVError
 from oscarkv.methods import KVMethod, make_method
 
-from adv_helpers import _one_thread, cfg, good_rotations, tiny_config
+from adv_helpers import cfg, good_rotations, tiny_config
 
 
 def test_levels_typo_refused():

@@ -9,7 +9,7 @@ import pytest
 from oscarkv.cli import commands
 from oscarkv.cli.main import main
 
-from adv_helpers import _one_thread, cfg, good_rotations, tiny_checkpoint
+from adv_helpers import cfg, good_rotations, tiny_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from oscarkv.errors import InputError
 from oscarkv.eval.report import write_json
 from oscarkv.fileio import atomic_write, check_output_path
 
-from adv_helpers import _one_thread, cfg, good_rotations
+from adv_helpers import cfg, good_rotations
 
 
 @pytest.fixture

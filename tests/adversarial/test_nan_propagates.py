@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from adv_helpers import _one_thread  # noqa: F401 (autouse fixture)
 from oscarkv.kernels import MixedKVCache, MixedKVPool, decode_attention, write_kv
 from oscarkv.kernels.reference import attend
 from oscarkv.quant import QuantConfig

@@ -7,7 +7,7 @@ from oscarkv.errors import InputError, OscarKVError
 from oscarkv.rotation import RotationSet, import_rotationzoo
 from oscarkv.rotation.checks import RULES, RotationFileError
 
-from adv_helpers import _one_thread, cfg, good_rotations, tiny_config
+from adv_helpers import cfg, good_rotations, tiny_config
 
 
 def _save_and_load(rs, tmp_path, config=None):

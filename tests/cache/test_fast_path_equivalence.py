@@ -6,23 +6,9 @@ import torch
 from transformers import AttentionInterface, DynamicCache
 
 from oscarkv.cache import OscarCache
-from oscarkv.methods import fake_quant_rows, make_method
-from oscarkv.quant import dequantize_key_blocks, quantize_key_blocks
+from oscarkv.methods import make_method
 
 REF = "oscarkv_test_reference"
-
-
-def fake_quant_all(method, plan, k, v):
-    """Every token's fake-quantized K/V (what it looks like once demoted), original basis."""
-    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot)
-    if method.key_axis != "channel":
-        return fake_quant_rows(k, plan.k_cfg, plan.k_rot), vq
-    s, g = method.sink, method.group_size
-    nb = max(0, k.shape[2] - s) // g
-    kq = k.clone()
-    if nb:
-        kq[:, :, s : s + nb * g] = dequantize_key_blocks(quantize_key_blocks(k[:, :, s : s + nb * g], plan.k_cfg), k.dtype)
-    return kq, vq
 
 
 def reference_logits(model, ids, method, rotations, chunks):
@@ -40,7 +26,7 @@ def reference_logits(model, ids, method, rotations, chunks):
 
     def attention(module, q, k, v, mask, scaling, **kw):
         groups = q.shape[1] // k.shape[1]
-        kq, vq = fake_quant_all(method, plans[module.layer_idx], k, v) if method.quantized else (k, v)
+        kq, vq = plans[module.layer_idx].fake_quant_kv(k, v, method.sink) if method.quantized else (k, v)
         rep = lambda t: t.repeat_interleave(groups, dim=1)
         s = torch.where(use_q, q @ rep(kq).transpose(-1, -2), q @ rep(k).transpose(-1, -2)) * scaling
         p = torch.softmax(s.masked_fill(j > i, float("-inf")), dim=-1)

@@ -9,6 +9,7 @@ import torch
 from oscarkv.cache import OscarCache
 from oscarkv.errors import InputError, StateError
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+from tinymodels import left_pad
 
 KW = dict(sink=16, recent=16, group_size=32)
 
@@ -16,15 +17,6 @@ KW = dict(sink=16, recent=16, group_size=32)
 def _prompts(lengths=(40, 23, 33), seed=5):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(1, 100, (1, n), generator=g) for n in lengths]
-
-
-def _left_pad(prompts):
-    n = max(p.shape[1] for p in prompts)
-    ids = torch.zeros(len(prompts), n, dtype=torch.long)
-    mask = torch.zeros(len(prompts), n, dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
-    return ids, mask
 
 
 def run(model, cache, ids, mask=None, absorb=False, **gen):
@@ -68,7 +60,7 @@ def test_absorbed_v_rotation_equals_explicit(model, config, rotations):
 
 def test_left_padded_batch_equals_each_row_alone(model, config, rotations):
     prompts = _prompts()
-    ids, mask = _left_pad(prompts)
+    ids, mask = left_pad(prompts)
     batched = run(model, paged(config, "oscar", rotations), ids, mask)
     for b, pr in enumerate(prompts):
         p = paged(config, "oscar", rotations)
@@ -103,7 +95,7 @@ def test_unsupported_methods_are_refused_before_work(config):
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="Triton on CPU needs TRITON_INTERPRET=1")
 def test_triton_kernels_equal_reference(model, config, rotations):
     prompts = _prompts((37, 21))
-    ids, mask = _left_pad(prompts)
+    ids, mask = left_pad(prompts)
     p = paged(config, "oscar", rotations, kernel_backend="triton")
     got = run(model, p, ids, mask, max_new_tokens=6)
     q = paged(config, "oscar", rotations, kernel_backend="torch")
@@ -117,7 +109,7 @@ def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations):
     from oscarkv.cache.graph import generate
 
     prompts = _prompts()
-    ids, mask = _left_pad(prompts)
+    ids, mask = left_pad(prompts)
     want = run(model, paged(config, "oscar", rotations), ids, mask)
     c = paged(config, "oscar", rotations, max_tokens=64)
     enable_oscar_attention(model, c)
@@ -211,7 +203,7 @@ def test_generate_stops_at_eos(model, config, rotations):
 def test_tile16_pool_layout_equals_reference(model, config, rotations):
     """The pool layout the CUDA kernels use (tile16), read and written by the torch reference on CPU."""
     prompts = _prompts()
-    ids, mask = _left_pad(prompts)
+    ids, mask = left_pad(prompts)
     p = paged(config, "oscar", rotations)  # group 32 == head_dim 32: one scale group per row
     p.paged.layout = "tile16"
     got = run(model, p, ids, mask)

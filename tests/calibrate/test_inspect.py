@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from oscarkv.calibrate import calibrate
-from oscarkv.calibrate.inspect import inspect_rotations, plot_spectra
+from oscarkv.calibrate.inspect import inspect_rotations
+from oscarkv.eval.report import plot_spectra
 from oscarkv.rotation import RotationSet, hadamard, oscar_rotation
 
 

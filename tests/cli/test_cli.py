@@ -9,23 +9,10 @@ from oscarkv.cli.main import main
 
 
 @pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory, tiny):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
-    from transformers import PreTrainedTokenizerFast
+def tiny_ckpt(tmp_path_factory):
+    from tinymodels import tiny_checkpoint
 
-    from oscarkv.data import builtin_text
-
-    d = tmp_path_factory.mktemp("tiny")
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([builtin_text("pydoc-calib")[:200_000]], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(d)
-    tiny(vocab_size=len(fast), max_position_embeddings=2048).save_pretrained(d)
-    return d
+    return tiny_checkpoint(tmp_path_factory.mktemp("tiny"), max_positions=2048, text_chars=200_000)
 
 
 def test_calibrate_eval_inspect(tiny_ckpt, tmp_path, capsys):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from oscarkv.eval import ablate
-from oscarkv.eval.ablate import Ablator, derive_composition, format_ablation, plot_ablation, run_one
+from oscarkv.eval.ablate import Ablator, derive_composition, run_one
+from oscarkv.eval.report import format_ablation, plot_ablation
 from oscarkv.rotation import oscar_rotation
 
 
@@ -93,7 +94,10 @@ def test_reference_computed_once(ab):
 
 
 def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
-    """run_ablations writes <name>.json, <name>.png and summary.md (model loading stubbed)."""
+    """`oscar-kv ablate` writes <name>.json, <name>.png and summary.md (model loading stubbed)."""
+    from oscarkv.cli import commands
+    from oscarkv.cli.commands import cmd_ablate
+
     import oscarkv.data as data
     import oscarkv.models as models
 
@@ -103,14 +107,15 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
 
     monkeypatch.setattr(models, "load_model", lambda name: SimpleNamespace(model=ab.model, tokenizer=Tok(), model_id="tiny"))
     monkeypatch.setattr(data, "builtin_text", lambda name: name)
+    monkeypatch.setattr(commands, "_peek_config", lambda name: ab.model.config)  # "tiny" is no folder
     args = SimpleNamespace(model="tiny", what="clipping,levels", context=96, calib_tokens=128, out_dir=str(tmp_path))
-    ablate.run_ablations(args)
+    cmd_ablate(args)
     res = json.loads((tmp_path / "clipping.json").read_text())
     assert res["model"] == "tiny" and len(res["rows"]) == 6
     assert (tmp_path / "clipping.png").exists()
     assert "### clipping" in (tmp_path / "summary.md").read_text()
     with pytest.raises(ValueError, match="unknown ablation"):
-        ablate.run_ablations(SimpleNamespace(**{**vars(args), "what": "nope"}))
+        cmd_ablate(SimpleNamespace(**{**vars(args), "what": "nope"}))
 
 
 def test_centering_ablation_builds_every_variant_from_one_pass(ab, tmp_path):

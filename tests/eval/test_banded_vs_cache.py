@@ -31,6 +31,17 @@ def decode_step_by_step(model, cache, ids, prefill=1):
     return torch.cat(outs, 1)
 
 
+def decode_with_oscar_attention(model, cache, ids):
+    """``decode_step_by_step`` with the rotated-basis attention function enabled on ``cache``."""
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    enable_oscar_attention(model, cache)
+    try:
+        return decode_step_by_step(model, cache, ids)
+    finally:
+        disable_oscar_attention(model)
+
+
 @pytest.mark.parametrize("name", ["bf16", "naive", "hadamard", "kivi", "int4", "oscar"])
 @pytest.mark.parametrize("sink,recent,page", [(4, 8, 16), (0, 0, 1), (3, 1, 1), (3, 1, 4)])
 def test_banded_equals_decoding(setup, name, sink, recent, page):
@@ -58,21 +69,13 @@ def centered_rot(setup):
 @pytest.mark.parametrize("name", ["hadamard", "int4", "oscar+center", "oscar-plus"])
 @pytest.mark.parametrize("sink,recent", [(4, 8), (0, 0)])
 def test_centered_banded_equals_decoding_and_rotated_attention(setup, centered_rot, name, sink, recent):
-    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
-
-    torch.set_num_threads(1)
     model, _, ids = setup
     method = make_method(name, sink=sink, recent=recent, group_size=16)
     assert method.layer_plan(0, 32, centered_rot).centered
     fast = banded_logits(model, ids, method, centered_rot)
     slow = decode_step_by_step(model, OscarCache(model.config, method, rotations=centered_rot), ids)
     assert (fast - slow).abs().max().item() < 1e-4
-    cache = OscarCache(model.config, method, rotations=centered_rot)
-    enable_oscar_attention(model, cache)
-    try:
-        rotated = decode_step_by_step(model, cache, ids)
-    finally:
-        disable_oscar_attention(model)
+    rotated = decode_with_oscar_attention(model, OscarCache(model.config, method, rotations=centered_rot), ids)
     assert (fast - rotated).abs().max().item() < 1e-4
     # centering changed what INT2 sees
     plain = banded_logits(model, ids, make_method(name.replace("+center", "") + ("" if "plus" in name else "+nocenter")
@@ -93,9 +96,6 @@ def test_key_scaled_transform_banded_equals_decoding(setup, centered_rot):
     """A non-orthogonal key transform M = S.R (per-channel key rescale) with queries through S^-1.R."""
     from dataclasses import replace as dc_replace
 
-    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
-
-    torch.set_num_threads(1)
     model, _, ids = setup
     g = torch.Generator().manual_seed(4)
     s = torch.diag_embed(torch.exp(0.5 * torch.randn(2, 1, 32, generator=g)))
@@ -105,12 +105,7 @@ def test_key_scaled_transform_banded_equals_decoding(setup, centered_rot):
     fast = banded_logits(model, ids, method, rs)
     slow = decode_step_by_step(model, OscarCache(model.config, method, rotations=rs), ids)
     assert (fast - slow).abs().max().item() < 1e-4
-    cache = OscarCache(model.config, method, rotations=rs)
-    enable_oscar_attention(model, cache)
-    try:
-        rotated = decode_step_by_step(model, cache, ids)
-    finally:
-        disable_oscar_attention(model)
+    rotated = decode_with_oscar_attention(model, OscarCache(model.config, method, rotations=rs), ids)
     assert (fast - rotated).abs().max().item() < 1e-4
     # with windows covering everything the transform is exact
     wide = make_method("oscar-plus", sink=64, recent=64, group_size=16)

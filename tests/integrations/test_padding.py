@@ -7,6 +7,7 @@ import torch
 from oscarkv.cache import OscarCache
 from oscarkv.errors import StateError
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention, track_padding
+from tinymodels import left_pad
 
 
 def _prompts():
@@ -14,20 +15,11 @@ def _prompts():
     return [torch.randint(1, 100, (1, n), generator=g) for n in (37, 20, 29)]
 
 
-def _left_pad(prompts):
-    n = max(p.shape[1] for p in prompts)
-    ids = torch.zeros(len(prompts), n, dtype=torch.long)
-    mask = torch.zeros(len(prompts), n, dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
-    return ids, mask
-
-
 GEN = dict(max_new_tokens=24, do_sample=False, pad_token_id=0)
 
 
 def test_padded_batch_without_a_mask_source_is_refused(model, config):
-    ids, mask = _left_pad(_prompts())
+    ids, mask = left_pad(_prompts())
     with pytest.raises(StateError, match="track_padding"):
         model.generate(ids, attention_mask=mask, cache=OscarCache(config, "naive", sink=4, recent=16), **GEN)
 
@@ -38,7 +30,7 @@ def test_padded_rows_generate_like_each_row_alone(model, config, rotations, path
     """Default page (16), windows small enough that every row demotes pages during generation."""
     kw = dict(sink=4, recent=16, rotations=rotations if name == "oscar" else None)
     prompts = _prompts()
-    ids, mask = _left_pad(prompts)
+    ids, mask = left_pad(prompts)
     cache = OscarCache(config, name, **kw)
     handle = track_padding(model) if path == "default" else None
     if path == "oscar_attention":

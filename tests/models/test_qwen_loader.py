@@ -63,8 +63,10 @@ def test_real_qwen_loads_with_head_dim_128():
     import torch
 
     lm = models.load_model(models.QWEN_MODEL)
-    cfg = lm.model.config
-    assert (cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim or cfg.hidden_size // cfg.num_attention_heads) == (28, 2, 128)
+    from oscarkv.dims import attention_dims
+
+    d = attention_dims(lm.model)  # the package's one config -> dims rule (this config has no head_dim)
+    assert (d.num_layers, d.num_kv_heads, d.head_dim) == (28, 2, 128)
     ids = lm.tokenizer("def fibonacci(n):", return_tensors="pt").input_ids
     with torch.no_grad():
         out = lm.model.generate(ids, max_new_tokens=8, do_sample=False)

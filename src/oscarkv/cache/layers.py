@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import CacheLayerMixin
 
-from ..methods import KVMethod, LayerPlan, quantize_rows
-from ..quant import dequantize, dequantize_key_blocks, quantize_key_blocks
+from ..methods import KVMethod, LayerPlan
+from ..quant import fake_quantize
 from ..rotation import rotate, unrotate
 from ..rotation.centering import center, uncenter
 from .store import RowStore
@@ -202,9 +202,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self._quantize_sink_overflow(hi)
 
     def _fake_quant(self, seg_k, seg_v):
-        fk = dequantize(quantize_rows(seg_k, self.plan.k_cfg, None), self.plan.k_cfg, dtype=seg_k.dtype)
-        fv = dequantize(quantize_rows(seg_v, self.plan.v_cfg, None), self.plan.v_cfg, dtype=seg_v.dtype)
-        return fk, fv
+        return fake_quantize(seg_k, self.plan.k_cfg), fake_quantize(seg_v, self.plan.v_cfg)
 
     def _quantize_sink_overflow(self, hi: torch.Tensor) -> None:
         """Quantize-dequantize in place the sink-region slots past a row's own sink that the rule
@@ -245,13 +243,18 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
 
     # ------------------------------------------------------------------ per kind
     def _push_history(self, k, v) -> None:
-        raise NotImplementedError
+        """Pack demoted rows (already in the stored basis); the plan says how (KIVI: key blocks)."""
+        self.hist_k.append(self.plan.quantize_k(k))
+        self.hist_v.append(self.plan.quantize_v(v))
 
     def _history(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        raise NotImplementedError
+        qk, qv = self.hist_k.view(), self.hist_v.view()
+        if qk is None:
+            return None, None
+        return self.plan.dequantize_k(qk, self.dtype), self.plan.dequantize_v(qv, self.dtype)
 
     def history_length(self) -> int:
-        raise NotImplementedError
+        return self.hist_v.length  # values are always one row per token
 
     # ------------------------------------------------------------------ Cache API
     def get_seq_length(self) -> int:
@@ -304,20 +307,6 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
 class TokenwiseLayer(MixedWindowLayer):
     """naive / hadamard / int4 / oscar: each demoted row is quantized on its own (token-local)."""
 
-    def _push_history(self, k, v) -> None:
-        # rows are already rotated, so the reference op is called without a rotation
-        self.hist_k.append(quantize_rows(k, self.plan.k_cfg, None))
-        self.hist_v.append(quantize_rows(v, self.plan.v_cfg, None))
-
-    def _history(self):
-        qk, qv = self.hist_k.view(), self.hist_v.view()
-        if qk is None:
-            return None, None
-        return dequantize(qk, self.plan.k_cfg, self.dtype), dequantize(qv, self.plan.v_cfg, self.dtype)
-
-    def history_length(self) -> int:
-        return self.hist_k.length
-
 
 class KiviLayer(MixedWindowLayer):
     """KIVI-2. Keys: per channel over blocks of ``group_size`` tokens (aligned at the end of the sink);
@@ -330,15 +319,3 @@ class KiviLayer(MixedWindowLayer):
             # per-row block alignment would need per-row key blocks; equal padding is fine
             raise UnsupportedError("kivi does not support rows with different left padding; use batch size 1 or equal-length prompts")
 
-    def _push_history(self, k, v) -> None:
-        self.hist_k.append(quantize_key_blocks(k, self.plan.k_cfg))  # [B, H, nb, d, G] rows
-        self.hist_v.append(quantize_rows(v, self.plan.v_cfg, None))
-
-    def _history(self):
-        qk, qv = self.hist_k.view(), self.hist_v.view()
-        if qk is None:
-            return None, None
-        return dequantize_key_blocks(qk, self.dtype), dequantize(qv, self.plan.v_cfg, self.dtype)
-
-    def history_length(self) -> int:
-        return self.hist_v.length

@@ -122,7 +122,7 @@ class OscarCache(Cache):
         if not method.quantized:
             return FullPrecisionLayer()
         plan = method.layer_plan(idx, head_dim, rotations)
-        cls = KiviLayer if plan.key_axis == "channel" else TokenwiseLayer
+        cls = KiviLayer if plan.per_channel_keys else TokenwiseLayer
         return cls(plan, method)
 
     # ------------------------------------------------------------------ backends
@@ -201,7 +201,7 @@ class OscarCache(Cache):
             if cur.shape != pad.shape or not torch.equal(cur, pad):
                 raise InputError("set_padding called on a non-empty cache with different padding; call reset() first")
             return
-        if self.method.key_axis == "channel" and pad.numel() and int(pad.max()) != int(pad.min()):
+        if self.method.per_channel_keys and pad.numel() and int(pad.max()) != int(pad.min()):
             raise UnsupportedError("kivi does not support rows with different left padding")
         if self.paged is not None:
             self.paged.pad = pad.cpu()

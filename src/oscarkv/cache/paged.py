@@ -63,7 +63,7 @@ def paged_support(method: KVMethod, head_dim: int, block_size: int = BLOCK_SIZE)
     """None if the paged kernels can run ``method``; else the reason (one line)."""
     if not method.quantized:
         return "method bf16 has nothing to quantize (use transformers' own caches)"
-    if method.bits != 2 or method.key_axis != "token":
+    if method.bits != 2 or method.per_channel_keys:
         return f"the paged kernels store token-wise INT2 only (method {method.name!r})"
     if method.levels != "uniform":
         return "the paged kernels implement uniform levels only (not lloyd-max)"

@@ -3,7 +3,7 @@
 from .capture import AttentionDims, attention_dims, capture_attention, capture_qkv
 from .clip import DEFAULT_CLIP_GRID, DEFAULT_CLIP_K, DEFAULT_CLIP_V
 from .core import LEVELS, REL_ERROR_LIMIT, CalibrationStats, build_rotations, calibrate, collect_stats, make_batches, quality_warning
-from .inspect import format_inspect, inspect_rotations, plot_spectra
+from .inspect import format_inspect, inspect_rotations
 from .lloyd import fit_levels, fit_layer_levels
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "fit_levels",
     "format_inspect",
     "inspect_rotations",
-    "plot_spectra",
     "make_batches",
     "quality_warning",
     "REL_ERROR_LIMIT",

@@ -5,6 +5,10 @@ hence R_K. Pass 2 streams them again for what needs the final C_Q: the score wei
 and a bounded uniform token sample on which the K and V clip ratios (R_V is only known at the end of
 pass 2) and the optional Lloyd-Max levels are fitted.
 
+Reading order: ``calibrate`` = ``collect_stats`` (the two streaming passes) + ``build_rotations``, whose
+phases are named functions: ``key_rotations`` -> ``value_rotations`` -> ``fit_clips`` -> ``fit_levels``
+-> ``_metadata``, each fitting for the serving ``QuantConfig``.
+
 Departures from the authors' pipeline (spec sections 1-3), on purpose:
 * prefill q/k/v come from a transformers forward (no SGLang dump files); chunk ``seq_len`` tokens.
 * per-layer clip ratios are fitted (the released code only has global 0.96 / 0.92); a fitted ratio
@@ -17,6 +21,7 @@ Departures from the authors' pipeline (spec sections 1-3), on purpose:
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -183,99 +188,139 @@ def _build_rotations(
     model_id: str | None = None,
     key_scale: bool = False,
 ) -> RotationSet:
-    """A RotationSet from collected statistics. ``center``: fit R_V, clip ratios and levels for centered
-    rows (k - mu_K, v - mu_V), as served by methods that center; the means are stored either way."""
-    if composition not in COMPOSITIONS:
-        raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
-    if levels not in LEVELS:
-        raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
-    t0 = time.perf_counter()
-    dims = stats.dims
-    d, L = dims.head_dim, dims.num_layers
-    base = QuantConfig(bits, group_size, None, scale_dtype)
-    base.group(d)  # fail early on a group size that does not divide head_dim
-    grid = check_grid(clip_grid)
+    """A RotationSet from collected statistics, in named phases: K rotations, V rotations, clip ratios,
+    Lloyd-Max levels, metadata. ``group_size``, ``bits``, ``scale_dtype`` form the serving ``QuantConfig``
+    every phase fits for. ``center``: fit R_V, clip ratios and levels for centered rows (k - mu_K,
+    v - mu_V), as served by methods that center; the means are stored either way."""
     if stats.sample is None:
         raise InputError("building rotations needs the token sample (collect_stats(need_sample=True))")
-    cq = stats.cq
-    k_rot, k_eig = _rotations(cq, composition, per_head)
-    k_rot32 = k_rot.float()
-    k_mu = stats.k_mean.float() if center else None
-    v_mu = stats.v_mean.float() if center else None
-    k_qrot = None
-    if key_scale:  # M = S.R for keys, S^-1.R for queries (rotation/build.py key_rescale)
-        ms, qs = [], []
-        for i in range(L):
-            kx = stats.sample[i].k.double()  # [N, H, d]
-            if center:
-                kx = kx - stats.k_mean[i].double()[None]
-            m2 = torch.einsum("nhd,nhe->hde", kx, kx) / kx.shape[0]  # [H, d, d]
-            targets = list(zip(cq[i], m2)) if per_head else [(cq[i].mean(0), m2.mean(0))]
-            sm = [key_rescale(c, k2) for c, k2 in targets]
-            ms.append(torch.stack([s_ @ r for (s_, _), r in zip(sm, k_rot[i])]))
-            qs.append(torch.stack([si @ r for (_, si), r in zip(sm, k_rot[i])]))
-        k_rot32, k_qrot = torch.stack(ms).float(), torch.stack(qs).float()
-    v_rot, v_eig = _rotations([c.per_head(stats.v_mean[i] if center else None) for i, c in enumerate(stats.vcov)],
-                              composition, per_head)
-    v_rot32 = v_rot.float()
+    t0 = time.perf_counter()
+    quant = QuantConfig(bits, group_size, None, scale_dtype)
+    grid = _check_recipe(stats.dims.head_dim, composition, levels, quant, clip_grid)
+    rows = _SampleRows(stats, center)
+    k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale)
+    v_rot, v_eig = value_rotations(stats, composition, per_head, center)
+    clips = fit_clips(stats, rows, quant, grid if fit_clip else None, k_rot, k_qrot, v_rot)
+    k_lv, v_lv = fit_levels(stats, rows, quant, clips, k_rot, v_rot) if levels == "lloyd-max" else (None, None)
+    meta = _metadata(stats, quant, composition, per_head, levels, center, key_scale, grid if fit_clip else None,
+                     clips, model_id, seconds=time.perf_counter() - t0)
+    return RotationSet(
+        k_rotation=k_rot, v_rotation=v_rot,
+        k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
+        k_clip=torch.tensor(clips.k, dtype=torch.float32), v_clip=torch.tensor(clips.v, dtype=torch.float32),
+        k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
+        k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(), k_query_rotation=k_qrot,
+        meta=meta,
+    )
 
-    def rows(kind: str, i: int) -> torch.Tensor:
-        """Sampled rows of layer i as [1, H, N, d], centered when fitting for centered serving."""
-        s = stats.sample[i]
+
+class _SampleRows:
+    """A layer's sampled K or V rows as [1, H, N, d] float32, centered when fitting for centered serving,
+    and the score weights of its values normalised to mean ~1 per head."""
+
+    def __init__(self, stats: CalibrationStats, center: bool):
+        self.stats, self.center = stats, center
+
+    def __call__(self, kind: str, i: int) -> torch.Tensor:
+        s = self.stats.sample[i]
         x = (s.k if kind == "k" else s.v).transpose(0, 1)[None]
-        mu = k_mu if kind == "k" else v_mu
-        return x if mu is None else center_rows(x, mu[i])
+        mu = self.stats.k_mean if kind == "k" else self.stats.v_mean
+        return center_rows(x, mu[i].float()) if self.center else x
 
-    # ---- clip ratios (and the relative error calibration measures at the chosen ratio, for the
-    # "this model defeats the method" check: quality_warning)
-    k_errs, v_errs, k_rel, v_rel = [], [], [], []
-    k_clip, v_clip = [], []
-    for i in range(L):
-        # K search on the token sample: over every token it cost 2-3x the forward pass on
-        # 2 CPU cores, and a 4096-token uniform sample picks the same ratios (0.02 grid)
-        kg, vg = (grid, grid) if fit_clip else ((DEFAULT_CLIP_K,), (DEFAULT_CLIP_V,))
-        ks = KeyClipSearch(k_rot32[i], cq[i], base, kg, None if k_qrot is None else k_qrot[i])
+    def wbar(self, i: int) -> torch.Tensor:
+        """[N, H] score weights of layer i's sampled values, mean ~1 per head."""
+        return self.stats.sample[i].w / self.stats.vcov[i].mean_weight().clamp_min(1e-300)
+
+
+def key_rotations(stats: CalibrationStats, rows: _SampleRows, composition: str, per_head: bool, key_scale: bool):
+    """Phase 1: R_K per layer from C_Q (float32 [L, R, d, d]), its eigenvalues, and with ``key_scale`` the
+    exact per-direction rescale: keys through M = S.R, queries through S^-1.R (rotation/build.py)."""
+    k_rot, k_eig = _rotations(stats.cq, composition, per_head)
+    if not key_scale:
+        return k_rot.float(), k_eig, None
+    ms, qs = [], []
+    for i, cq in enumerate(stats.cq):
+        kx = stats.sample[i].k.double()  # [N, H, d]
+        if rows.center:
+            kx = kx - stats.k_mean[i].double()[None]
+        m2 = torch.einsum("nhd,nhe->hde", kx, kx) / kx.shape[0]  # [H, d, d]
+        targets = list(zip(cq, m2)) if per_head else [(cq.mean(0), m2.mean(0))]
+        sm = [key_rescale(c, k2) for c, k2 in targets]
+        ms.append(torch.stack([s_ @ r for (s_, _), r in zip(sm, k_rot[i])]))
+        qs.append(torch.stack([si @ r for (_, si), r in zip(sm, k_rot[i])]))
+    return torch.stack(ms).float(), k_eig, torch.stack(qs).float()
+
+
+def value_rotations(stats: CalibrationStats, composition: str, per_head: bool, center: bool):
+    """Phase 2: R_V per layer from the score-weighted Sigma_V (of centered values with ``center``)."""
+    covs = [c.per_head(stats.v_mean[i] if center else None) for i, c in enumerate(stats.vcov)]
+    v_rot, v_eig = _rotations(covs, composition, per_head)
+    return v_rot.float(), v_eig
+
+
+@dataclass
+class ClipFit:
+    k: list  # chosen rho per layer
+    v: list
+    k_errors: list  # per layer, per candidate (only when fitted)
+    v_errors: list
+    k_rel: list  # INT error / spread of what attention sees, at the chosen rho (quality_warning)
+    v_rel: list
+
+
+def fit_clips(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, grid, k_rot, k_qrot, v_rot) -> ClipFit:
+    """Phase 3: clip ratio per layer for K and V (``grid`` None: the paper's 0.96 / 0.92), searched on the
+    token sample (over every token it cost 2-3x the forward pass on 2 CPU cores, and a 4096-token uniform
+    sample picks the same ratios on the 0.02 grid), and the relative error at the chosen ratio."""
+    fit = ClipFit([], [], [], [], [], [])
+    for i in range(stats.dims.num_layers):
+        kg, vg = (grid, grid) if grid is not None else ((DEFAULT_CLIP_K,), (DEFAULT_CLIP_V,))
+        ks = KeyClipSearch(k_rot[i], stats.cq[i], quant, kg, None if k_qrot is None else k_qrot[i])
         ks.update(rows("k", i))
         ke = ks.errors()
+        wbar = rows.wbar(i)
+        ve = value_clip_errors(rows("v", i)[0].transpose(0, 1), wbar, v_rot[i], quant, vg)
+        fit.k.append(pick(kg, ke))
+        fit.v.append(pick(vg, ve))
+        if grid is not None:
+            fit.k_errors.append(ke.tolist())
+            fit.v_errors.append(ve.tolist())
+        # error relative to what attention can see: the spread of the logits over keys (centered keys:
+        # the common shift q.mu_K does not change softmax) and the spread of the values
         s = stats.sample[i]
-        wbar = s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)  # mean ~1 per head
-        ve = value_clip_errors(rows("v", i)[0].transpose(0, 1), wbar, v_rot32[i], base, vg)
-        k_clip.append(pick(kg, ke))
-        v_clip.append(pick(vg, ve))
-        if fit_clip:
-            k_errs.append(ke.tolist())
-            v_errs.append(ve.tolist())
-        # error relative to what attention can see: the spread of the logits over keys (centered
-        # keys, the common shift q.mu_K does not change softmax) and the spread of the values
         kc = center_rows(s.k.transpose(0, 1)[None], stats.k_mean[i].float())[0].double()  # [H, N, d]
-        logit_var = ((kc @ cq[i].to(kc.device)) * kc).sum(-1).mean()
+        logit_var = ((kc @ stats.cq[i].to(kc.device)) * kc).sum(-1).mean()
         vc = center_rows(s.v.transpose(0, 1)[None], stats.v_mean[i].float())[0].double()
         v_var = (wbar.double().transpose(0, 1) * vc.pow(2).sum(-1)).mean()
-        k_rel.append(float(ke[kg.index(k_clip[-1])] / logit_var.clamp_min(1e-30)))
-        v_rel.append(float(ve[vg.index(v_clip[-1])] / v_var.clamp_min(1e-30)))
+        fit.k_rel.append(float(ke[kg.index(fit.k[-1])] / logit_var.clamp_min(1e-30)))
+        fit.v_rel.append(float(ve[vg.index(fit.v[-1])] / v_var.clamp_min(1e-30)))
+    return fit
 
-    # ---- Lloyd-Max levels, fitted after (and for) the chosen clip ratio
-    k_lv = v_lv = None
-    if levels == "lloyd-max":
-        k_lv, v_lv = [], []
-        for i in range(L):
-            s = stats.sample[i]
-            xk = rotate(rows("k", i), k_rot32[i])
-            xv = rotate(rows("v", i), v_rot32[i])
-            wbar = (s.w / stats.vcov[i].mean_weight().clamp_min(1e-300)).transpose(0, 1)[None]
-            k_lv.append(fit_layer_levels(xk, clip_config(base, k_clip[i])))
-            v_lv.append(fit_layer_levels(xv, clip_config(base, v_clip[i]), row_weight=wbar))
-        k_lv, v_lv = torch.stack(k_lv), torch.stack(v_lv)
 
-    meta = {
+def fit_levels(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, clips: ClipFit, k_rot, v_rot):
+    """Phase 4: Lloyd-Max levels per layer for K and V, fitted after (and for) the chosen clip ratio."""
+    k_lv, v_lv = [], []
+    for i in range(stats.dims.num_layers):
+        xk = rotate(rows("k", i), k_rot[i])
+        xv = rotate(rows("v", i), v_rot[i])
+        k_lv.append(fit_layer_levels(xk, clip_config(quant, clips.k[i])))
+        v_lv.append(fit_layer_levels(xv, clip_config(quant, clips.v[i]), row_weight=rows.wbar(i).transpose(0, 1)[None]))
+    return torch.stack(k_lv), torch.stack(v_lv)
+
+
+def _metadata(stats: CalibrationStats, quant: QuantConfig, composition: str, per_head: bool, levels: str,
+              center: bool, key_scale: bool, grid, clips: ClipFit, model_id: str | None, seconds: float) -> dict:
+    """Phase 5: the rotation file's metadata (what was calibrated, how, and the clip diagnostics)."""
+    d = stats.dims.head_dim
+    return {
         "model_id": model_id or stats.name_or_path,
         "config_hash": config_hash(stats.config),
-        "num_layers": L,
-        "num_kv_heads": dims.num_kv_heads,
+        "num_layers": stats.dims.num_layers,
+        "num_kv_heads": stats.dims.num_kv_heads,
         "head_dim": d,
-        "group_size": base.group(d),
-        "bits": bits,
-        "scale_dtype": scale_dtype,
+        "group_size": quant.group(d),
+        "bits": quant.bits,
+        "scale_dtype": quant.scale_dtype,
         "calib_tokens": stats.n_tokens,
         "calib_sequences": stats.n_sequences,
         "seq_len": stats.seq_len,
@@ -285,68 +330,53 @@ def _build_rotations(
         "levels": levels,
         "centered": bool(center),
         "key_scale": bool(key_scale),
-        "clip": "fitted" if fit_clip else "default",
-        "clip_candidates": list(grid) if fit_clip else [],
-        "clip_errors": {"k": k_errs, "v": v_errs},  # per layer, per candidate (diagnostics)
+        "clip": "fitted" if grid is not None else "default",
+        "clip_candidates": list(grid) if grid is not None else [],
+        "clip_errors": {"k": clips.k_errors, "v": clips.v_errors},  # per layer, per candidate (diagnostics)
         # per layer: INT error / spread of what attention sees (K: logit variance over keys, V: score-
         # weighted value variance), at the chosen clip; see quality_warning
-        "relative_error": {"k": [round(x, 6) for x in k_rel], "v": [round(x, 6) for x in v_rel]},
+        "relative_error": {"k": [round(x, 6) for x in clips.k_rel], "v": [round(x, 6) for x in clips.v_rel]},
         "sample_tokens": stats.sample_tokens,
-        "calib_seconds": round(stats.seconds + time.perf_counter() - t0, 2),
+        "calib_seconds": round(stats.seconds + seconds, 2),
     }
-    return RotationSet(
-        k_rotation=k_rot32, v_rotation=v_rot32,
-        k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
-        k_clip=torch.tensor(k_clip, dtype=torch.float32), v_clip=torch.tensor(v_clip, dtype=torch.float32),
-        k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
-        k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(), k_query_rotation=k_qrot,
-        meta=meta,
-    )
 
 
-def calibrate(
-    model,
-    input_ids,
-    seq_len: int = 1024,
-    batch_size: int = 1,
-    composition: str = "u_h_pbr",
-    group_size: int = 128,
-    bits: int = 2,
-    scale_dtype: str = "float16",
-    fit_clip: bool = True,
-    per_head: bool = False,
-    levels: str = "uniform",
-    clip_grid=DEFAULT_CLIP_GRID,
-    sample_tokens: int = 4096,
-    progress: bool = True,
-    model_id: str | None = None,
-    seed: int = 0,
-    center: bool = False,
-    key_scale: bool = False,
-) -> RotationSet:
+def calibrate(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample_tokens: int = 4096,
+              progress: bool = True, seed: int = 0, **recipe) -> RotationSet:
     """Calibrate OSCAR rotations (R_K from Sigma_K = mean_h C_Q, R_V from the score-weighted Sigma_V),
-    per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``.
+    per-layer clip ratios and optionally Lloyd-Max levels for ``model`` on ``input_ids``:
+    ``collect_stats`` (two streaming passes) then ``build_rotations(stats, **recipe)``.
 
     input_ids:     1-D LongTensor of tokens (cut into ``seq_len`` chunks) or a list of sequences.
-    composition:   one of rotation.COMPOSITIONS ("u_h_pbr" is OSCAR; others are ablations).
-    group_size, bits, scale_dtype: the serving QuantConfig the clip search and levels are fitted for.
-    fit_clip:      grid-search rho per layer over ``clip_grid`` (1.0 = off is always included);
+    sample_tokens: tokens per layer kept for the clip searches and the Lloyd-Max fit.
+    recipe:        ``build_rotations``'s keywords, checked before the passes start:
+      composition  one of rotation.COMPOSITIONS ("u_h_pbr" is OSCAR; others are ablations).
+      group_size, bits, scale_dtype: the serving QuantConfig the clip search and levels are fitted for.
+      fit_clip     grid-search rho per layer over ``clip_grid`` (1.0 = off is always included);
                    False stores the paper's global 0.96 / 0.92.
-    per_head:      one rotation per KV head instead of one per layer.
-    levels:        "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
-    sample_tokens: tokens per layer kept for the V clip search and the Lloyd-Max fit.
-    center:        fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
+      per_head     one rotation per KV head instead of one per layer.
+      levels       "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
+      center       fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
                    stored in every file; methods that center use them, see rotation/centering.py).
+      key_scale, model_id: see ``build_rotations``.
     """
+    a = inspect.signature(_build_rotations).bind(None, **recipe)  # an unknown keyword fails here
+    a.apply_defaults()
+    a = a.arguments
+    _check_recipe(attention_dims(model, power_of_two=True).head_dim, a["composition"], a["levels"],
+                  QuantConfig(a["bits"], a["group_size"], None, a["scale_dtype"]), a["clip_grid"])
+    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
+    return build_rotations(stats, **recipe)
+
+
+def _check_recipe(head_dim: int, composition: str, levels: str, quant: QuantConfig, clip_grid) -> tuple:
+    """What build_rotations refuses, checked before any work; returns the clip grid (1.0 included)."""
     if composition not in COMPOSITIONS:
         raise InputError(f"unknown composition {composition!r}; choose one of {COMPOSITIONS}")
     if levels not in LEVELS:
         raise InputError(f"levels must be one of {LEVELS}, got {levels!r}")
-    QuantConfig(bits, group_size, None, scale_dtype).group(attention_dims(model, power_of_two=True).head_dim)
-    check_grid(clip_grid)
-    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
-    return build_rotations(stats, composition, group_size, bits, scale_dtype, fit_clip, per_head, levels, center,
-                           clip_grid, model_id, key_scale)
+    quant.group(head_dim)  # a group size that does not divide head_dim
+    return check_grid(clip_grid)
 
 
 # A calibration whose measured relative INT error is this far above the usual is flagged. Measured

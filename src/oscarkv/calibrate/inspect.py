@@ -1,7 +1,8 @@
 """Diagnostics of a RotationSet: spectra of Sigma_K / Sigma_V, variance concentration, how the
 rotation spreads variance over quantization groups, fitted clip ratios and levels.
 
-``inspect_rotations(rs) -> dict`` (JSON-serialisable) and ``plot_spectra(info, path)`` (PNG).
+``inspect_rotations(rs) -> dict`` (JSON-serialisable), ``format_inspect(info)`` (Markdown); the plot of
+it is ``eval.report.plot_spectra(info, path)`` (PNG).
 
 Group shares. For a group size G the d rotated coordinates form d/G groups; a group's share is its
 part of tr(R^T Sigma R). Three layouts are reported, all built from the stored eigenvalues:
@@ -18,22 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from ..rotation import RotationSet, bit_reversal_permutation, bit_reverse_indices, hadamard
+from ..rotation import RotationSet, bit_reverse_indices, recover_eigenvectors
 
 TOP = (1, 4, 16)
 GROUP_SIZES = (16, 32, 64)
-
-
-def _eigenbasis(r: torch.Tensor, lam: torch.Tensor, composition: str) -> torch.Tensor | None:
-    d = r.shape[-1]
-    if composition == "u":
-        return r
-    if composition == "u_h":
-        return r @ hadamard(d)
-    if composition == "u_h_pbr":
-        perm = bit_reversal_permutation(lam)  # R = (U H)[:, perm]
-        return r[:, torch.argsort(perm)] @ hadamard(d)
-    return None
 
 
 def _shares(diag: torch.Tensor, g: int) -> list[float]:
@@ -52,7 +41,7 @@ def _one(r: torch.Tensor, lam: torch.Tensor | None, composition: str, group_size
     br = torch.empty(d, dtype=torch.float64)
     br[bit_reverse_indices(d)] = desc
     layouts["bit_reversed"] = br
-    u = _eigenbasis(r.double(), lam, composition)
+    u = recover_eigenvectors(r.double(), lam, composition)
     if u is not None:
         sigma = u @ torch.diag(lam) @ u.T
         layouts["rotated"] = torch.diagonal(r.double().T @ sigma @ r.double())
@@ -98,65 +87,6 @@ def inspect_rotations(rs: RotationSet, group_sizes=GROUP_SIZES) -> dict:
         "group_sizes": [g for g in group_sizes if g <= rs.head_dim and rs.head_dim % g == 0],
         "layers": layers,
     }
-
-
-def _mean_over_rotations(info: dict, kind: str, fn) -> list[float | None]:
-    out = []
-    for entry in info["layers"]:
-        vals = [fn(r) for r in entry[kind]["rotations"] if r.get("eigenvalues") is not None]
-        out.append(sum(vals) / len(vals) if vals else None)
-    return out
-
-
-def plot_spectra(info: dict, path) -> str:
-    """2x2 PNG: normalised K and V spectra per layer, top-n variance fractions, clip ratios."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = info["num_layers"]
-    cmap = plt.get_cmap("viridis")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
-    for ax, kind, title in ((axes[0, 0], "k", "Sigma_K (query covariance)"), (axes[0, 1], "v", "Sigma_V (score-weighted)")):
-        drawn = False
-        for entry in info["layers"]:
-            for r in entry[kind]["rotations"]:
-                if r.get("eigenvalues") is None:
-                    continue
-                lam = torch.tensor(r["eigenvalues"])
-                ax.semilogy(range(1, lam.numel() + 1), (lam / lam[0]).clamp_min(1e-8).tolist(),
-                            color=cmap(entry["layer"] / max(n - 1, 1)), lw=0.8, alpha=0.8)
-                drawn = True
-        ax.set(title=f"{title}: eigenvalues / largest", xlabel="rank", ylabel="relative eigenvalue")
-        if not drawn:
-            ax.text(0.5, 0.5, "no eigenvalues stored", ha="center", transform=ax.transAxes)
-        ax.grid(alpha=0.3)
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, max(n - 1, 1)))
-    fig.colorbar(sm, ax=axes[0, :], label="layer", shrink=0.8)
-
-    ax = axes[1, 0]
-    for kind, style in (("k", "-"), ("v", "--")):
-        for top, color in zip(TOP, ("C0", "C1", "C2")):
-            ys = _mean_over_rotations(info, kind, lambda r, t=str(top): r["top_fraction"].get(t, float("nan")))
-            ax.plot(range(n), [float("nan") if y is None else y for y in ys], style, color=color,
-                    label=f"{kind.upper()} top-{top}")
-    ax.set(title="share of variance in the top eigen-directions", xlabel="layer", ylabel="fraction", ylim=(0, 1))
-    ax.legend(ncol=2, fontsize=8)
-    ax.grid(alpha=0.3)
-
-    ax = axes[1, 1]
-    for kind, marker in (("k", "o"), ("v", "s")):
-        ys = [e[kind]["clip"] for e in info["layers"]]
-        ax.plot(range(n), [1.0 if y is None else y for y in ys], marker=marker, ms=3, label=f"{kind.upper()} clip ratio")
-    ax.set(title="fitted clip ratio rho (1.0 = no clipping)", xlabel="layer", ylabel="rho", ylim=(0.75, 1.02))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    meta = info.get("meta", {})
-    fig.suptitle(f"{meta.get('model_id', '?')} - {meta.get('composition', '?')}, {meta.get('calib_tokens', '?')} calibration tokens")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return str(path)
 
 
 def format_inspect(info: dict) -> str:

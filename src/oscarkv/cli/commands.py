@@ -52,8 +52,9 @@ def _check_data(source: str, what: str = "--data") -> None:
 
 def _check_positions(config, *lengths: int, what: str = "--context") -> None:
     """Warn (not refuse: RoPE scaling may allow it) when a length is past the model's trained positions."""
-    text = getattr(config, "get_text_config", lambda: config)()
-    mpe = getattr(text, "max_position_embeddings", None)
+    from ..dims import text_config
+
+    mpe = getattr(text_config(config), "max_position_embeddings", None)
     longest = max(lengths, default=0)
     if mpe and longest > mpe:
         _log(f"warning: {what} {longest} is past the model's max_position_embeddings ({mpe}); "
@@ -77,7 +78,7 @@ def _check_group_size(config, group_size: int, methods=()) -> None:
 
     d = config_fingerprint(config)["head_dim"]
     g = min(group_size, d)
-    token_wise = [m for m in methods if m.quantized and m.key_axis == "token"] if methods else [None]
+    token_wise = [m for m in methods if m.quantized and not m.per_channel_keys] if methods else [None]
     if token_wise and d % g:
         divisors = [x for x in (16, 32, 64, 128, 256) if x <= d and d % x == 0]
         raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
@@ -341,8 +342,8 @@ def cmd_run(a) -> int:
 
 # --------------------------------------------------------------------------- inspect / ablate / bench
 def cmd_inspect(a) -> int:
-    from ..calibrate.inspect import format_inspect, inspect_rotations, plot_spectra
-    from ..eval.report import write_json
+    from ..calibrate.inspect import format_inspect, inspect_rotations
+    from ..eval.report import plot_spectra, write_json
     from ..rotation import RotationSet
 
     if a.plot:
@@ -362,7 +363,11 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_ablate(a) -> int:
-    from ..eval.ablate import ABLATIONS, run_ablations
+    """a.model, a.what (comma list), a.context, a.calib_tokens, a.out_dir; optional a.calib_sizes (ints)
+    for the calib-size ablation. Writes <name>.json/.png per ablation and summary.md under a.out_dir."""
+    from ..data import builtin_text, token_ids
+    from ..eval.ablate import ABLATIONS, Ablator, run_one
+    from ..eval.report import format_ablation, plot_ablation, write_ablation_summary, write_json
 
     what = [w.strip() for w in a.what.split(",") if w.strip()]
     bad = [w for w in what if w not in ABLATIONS]
@@ -370,7 +375,26 @@ def cmd_ablate(a) -> int:
         raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
     check_output_dir(a.out_dir, "--out-dir")
     _check_positions(_peek_config(a.model), a.context)
-    run_ablations(a)
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lm = _load(a.model)
+    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
+    calib = {s: token_ids(lm.tokenizer, builtin_text(s), what=s) for s in sources}
+    ev = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
+    ab = Ablator(lm.model, ev, calib, context=a.context, calib_tokens=a.calib_tokens)
+    results = {}
+    for name in what:
+        _log(f"ablate {name} ...")
+        kw = {"sizes": a.calib_sizes} if name == "calib-size" and getattr(a, "calib_sizes", None) else {}
+        res = results[name] = {"model": lm.model_id, **run_one(ab, name, **kw)}
+        write_json(res, out / f"{name}.json")
+        if "skipped" in res:
+            _log(f"ablate {name}: skipped ({res['skipped']})")
+        else:
+            plot_ablation(res, out / f"{name}.png")
+            _log(f"ablate {name}: wrote {out / name}.json/.png ({res['seconds']:.0f} s)")
+        write_ablation_summary(out, lm.model_id, ABLATIONS)  # after each one: an interrupted run keeps its results
+    print("\n".join(format_ablation(r) for r in results.values()))
     return 0
 
 

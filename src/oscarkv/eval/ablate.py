@@ -16,16 +16,14 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from ..methods import make_method as _make_method
-from ..rotation import RotationSet, bit_reversal_permutation, hadamard
-from .harness import evaluate
-from .report import write_json
 from ..errors import InputError
+from ..methods import make_method as _make_method
+from ..rotation import RotationSet, compose, recover_eigenvectors
+from .harness import evaluate
 
 ABLATIONS = ("rotation", "clipping", "windows", "group", "calib-size", "calib-domain", "levels", "centering")
 PURE = "pure INT2 (sink = recent = 0)"
@@ -129,32 +127,24 @@ class Ablator:
 
 
 def derive_composition(r: torch.Tensor, eigenvalues: torch.Tensor | None, name: str) -> torch.Tensor:
-    """Re-compose u_h_pbr rotations [L, R, d, d] (float32 in the file) as another composition.
+    """Re-compose u_h_pbr rotations [L, R, d, d] (float32 in the file) as another composition:
+    U recovered from each R (``rotation.recover_eigenvectors``), then ``rotation.compose``.
 
     P_br is rebuilt from the stored eigenvalues; that equals the calibration's P only when they are
     strictly ascending in float32 (ties would reorder), so refuse otherwise rather than guess."""
     if eigenvalues is None:
         raise InputError("the rotation file has no eigenvalues; cannot derive compositions from it")
-    d = r.shape[-1]
-    if name == "identity":
-        return torch.eye(d).expand_as(r).clone()
-    h = hadamard(d, torch.float64)
-    if name == "h":
-        return h.float().expand_as(r).clone()
+    if name not in COMPOSITION_LABELS:
+        raise InputError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
     out = torch.empty_like(r)
     for layer in range(r.shape[0]):
         for head in range(r.shape[1]):
             lam = eigenvalues[layer, head]
-            if not bool((lam[1:] > lam[:-1]).all()):
+            if name not in ("identity", "h") and not bool((lam[1:] > lam[:-1]).all()):
                 raise InputError(f"layer {layer}: eigenvalues are not strictly ascending in the file; "
                                  "calibrate each composition instead (`oscar-kv calibrate --composition`)")
-            perm = bit_reversal_permutation(lam)
-            uh = r[layer, head].double()[:, torch.argsort(perm)]  # undo the column permutation
-            u = uh @ h  # H @ H = I
-            x = {"u": u, "u_h": uh, "u_h_pbr": uh[:, perm]}.get(name)
-            if x is None:
-                raise InputError(f"cannot derive composition {name!r}; choose from {tuple(COMPOSITION_LABELS)}")
-            out[layer, head] = x.float()
+            u = recover_eigenvectors(r[layer, head].double(), lam, "u_h_pbr")
+            out[layer, head] = compose(u, lam, name).float()
     return out
 
 
@@ -309,79 +299,6 @@ FUNCS = {"rotation": ablate_rotation, "clipping": ablate_clipping, "windows": ab
          "levels": ablate_levels, "centering": ablate_centering}
 
 
-# ---------------------------------------------------------------- output
-def plot_ablation(res: dict, path) -> Path:
-    """Line chart (windows, calib-size: KL against the varied size) or horizontal bars of KL to BF16
-    (log scale) with ppl written on each bar."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = res["rows"]
-    bf16 = res.get("bf16_ppl")
-    lines = res["name"] in ("windows", "calib-size")
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.42 * len(rows)) if not lines else (7.5, 4.8))
-    series = list(dict.fromkeys(r["series"] for r in rows))
-    colors = {s: f"C{i}" for i, s in enumerate(series)}
-    if lines:
-        for s in series:
-            pts = [r for r in rows if r["series"] == s and "x" in r]
-            if pts:
-                ax.plot([r["x"] for r in pts], [max(r["kl"], 1e-6) for r in pts], "o-", color=colors[s], label=s)
-            else:  # a flat reference line (hadamard in calib-size)
-                ax.axhline(next(r for r in rows if r["series"] == s)["kl"], color=colors[s], ls="--", label=s)
-        xs = sorted({r["x"] for r in rows if "x" in r})
-        ax.set_xscale("symlog", linthresh=max(1, min([x for x in xs if x > 0], default=1)))
-        ax.set_xticks(xs, [str(x) for x in xs])
-        ax.set_xlabel({"windows": "window size (tokens)", "calib-size": "calibration tokens"}[res["name"]])
-        ax.set_ylabel("KL(BF16 ‖ method) per token, nats")
-        kls = [r["kl"] for r in rows]
-        if max(kls) > 3 * max(min(kls), 1e-6):
-            ax.set_yscale("log")
-        else:  # a narrow range: a linear axis from 0 shows how flat it is
-            ax.set_ylim(0, max(kls) * 1.15)
-        ax.legend(fontsize=8)
-    else:
-        y = list(range(len(rows)))[::-1]
-        kls = [max(r["kl"], 1e-6) for r in rows]
-        ax.barh(y, kls, color=[colors[r["series"]] for r in rows])
-        ax.set_yticks(y, [r["variant"] + ("" if len(series) == 1 or r["series"] in r["variant"] else f" [{r['series']}]")
-                          for r in rows], fontsize=8)
-        for yi, r, k in zip(y, rows, kls):
-            ax.text(k, yi, f"  KL {r['kl']:.3f} · ppl {r['ppl']:.2f}", va="center", fontsize=7)
-        ax.set_xscale("log")
-        ax.set_xlim(min(kls) / 1.5, max(kls) * 3)  # room for the labels
-        ax.set_xlabel("KL(BF16 ‖ method) per token, nats (log; lower is better)")
-    ax.grid(True, which="both", axis="x" if not lines else "both", alpha=0.3)
-    title = f"ablation: {res['name']} — {res.get('setting', '')}"
-    if bf16:
-        title += f"\ncontext {res.get('context')}, BF16 ppl {bf16:.2f}"
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def format_ablation(res: dict) -> str:
-    if "skipped" in res:
-        return f"### {res['name']}\n\nskipped: {res['skipped']}\n"
-    bf16 = res.get("bf16_ppl")
-    out = [f"### {res['name']}", "", f"{res.get('setting', '')}; context {res.get('context')}, "
-           f"{res.get('scored_tokens')} scored tokens, BF16 ppl {bf16:.3f}", "",
-           "| variant | bits/elem | ppl | Δppl vs bf16 | KL vs bf16 | top-1 agree |", "|---|---:|---:|---:|---:|---:|"]
-    multi = len({r["series"] for r in res["rows"]}) > 1
-    for r in res["rows"]:
-        label = r["variant"] + (f" [{r['series']}]" if multi and r["series"] not in r["variant"] else "")
-        out.append(f"| {label} | {r['bits_per_element']:.2f} | {r['ppl']:.3f} | "
-                   f"{100 * (r['ppl'] / bf16 - 1):+.1f}% | {r['kl']:.4f} | {100 * r['top1']:.1f}% |")
-    out += [""] + [f"- {n}" for n in res.get("notes", [])] + [""]
-    return "\n".join(out)
-
-
 def run_one(ab: Ablator, name: str, **kw) -> dict:
     if name not in FUNCS:
         raise InputError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
@@ -390,47 +307,3 @@ def run_one(ab: Ablator, name: str, **kw) -> dict:
     if "skipped" not in res:
         res = {**res, **ab.header(), "bf16_ppl": ab.bf16["ppl"], "seconds": round(time.time() - t, 1)}
     return res
-
-
-def write_summary(out: Path, model_id: str) -> Path:
-    """summary.md from every <name>.json in ``out`` (so a re-run of some ablations keeps the others)."""
-    import json
-
-    found = [json.loads((out / f"{n}.json").read_text()) for n in ABLATIONS if (out / f"{n}.json").exists()]
-    (out / "summary.md").write_text("\n".join([f"# Ablations — {model_id}", ""] + [format_ablation(r) for r in found]))
-    return out / "summary.md"
-
-
-def run_ablations(args) -> dict:
-    """CLI entry: args.model, args.what (comma list), args.context, args.calib_tokens, args.out_dir.
-    Optional args.calib_sizes (list of ints) for the calib-size ablation."""
-    from ..data import builtin_text, token_ids
-    from ..models import load_model
-
-    what = [w.strip() for w in args.what.split(",") if w.strip()]
-    bad = [w for w in what if w not in FUNCS]
-    if bad:
-        raise InputError(f"unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    lm = load_model(args.model)
-    tok = lm.tokenizer
-    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
-    calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
-    ev = token_ids(tok, builtin_text("pydoc-eval"), args.context, what="evaluation text pydoc-eval")
-    ab = Ablator(lm.model, ev, calib, context=args.context, calib_tokens=args.calib_tokens)
-    results = {}
-    for name in what:
-        _log(f"{name} ...")
-        kw = {"sizes": args.calib_sizes} if name == "calib-size" and getattr(args, "calib_sizes", None) else {}
-        res = {"model": lm.model_id, **run_one(ab, name, **kw)}
-        results[name] = res
-        write_json(res, out / f"{name}.json")
-        if "skipped" in res:
-            _log(f"{name}: skipped ({res['skipped']})")
-        else:
-            plot_ablation(res, out / f"{name}.png")
-            _log(f"{name}: wrote {out / name}.json/.png ({res['seconds']:.0f} s)")
-        write_summary(out, lm.model_id)  # after each ablation, so an interrupted run keeps its results
-    print("\n".join(format_ablation(r) for r in results.values()))
-    return results

@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..dims import attention_dims
-from ..methods import KVMethod, LayerPlan, fake_quant_rows
-from ..quant import dequantize_key_blocks, quantize_key_blocks
+from ..methods import KVMethod
 from ..rotation import RotationSet
 from ..errors import InputError
 
@@ -36,22 +35,6 @@ def quantized_mask(method: KVMethod, q_pos: torch.Tensor, k_pos: torch.Tensor) -
     # (matters only for recent == 0 with page == 1)
     own = k_pos[None, :] < q_pos[:, None]
     return method.held_quantized(k_pos[None, :], q_pos[:, None] + 1) & own
-
-
-def fake_quant_kv(plan: LayerPlan, k: torch.Tensor, v: torch.Tensor, sink: int):
-    """Dequantized K, V [B, H, T, d] in the original basis (KIVI keys: blocks aligned at ``sink``)."""
-    vq = fake_quant_rows(v, plan.v_cfg, plan.v_rot, mean=plan.v_mean)
-    if plan.key_axis == "channel":
-        g = plan.k_cfg.group_size
-        t = k.shape[2]
-        nb = max(0, (t - sink) // g)
-        kq = k.clone()
-        if nb:
-            blk = k[:, :, sink : sink + nb * g]
-            kq[:, :, sink : sink + nb * g] = dequantize_key_blocks(quantize_key_blocks(blk, plan.k_cfg), k.dtype)
-    else:
-        kq = fake_quant_rows(k, plan.k_cfg, plan.k_rot, mean=plan.k_mean, r_query=plan.k_qrot)
-    return kq, vq
 
 
 class BandedAttention:
@@ -73,7 +56,7 @@ class BandedAttention:
         if plan.k_cfg is None:  # unquantized: plain causal attention
             out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=g > 1)
             return out.transpose(1, 2).contiguous(), None
-        kq, vq = fake_quant_kv(plan, key, value, self.method.sink)
+        kq, vq = plan.fake_quant_kv(key, value, self.method.sink)
         # One fused SDPA call per query chunk over [full-precision keys | quantized keys]: a boolean
         # mask lets query i see exactly one copy of each key j (the quantized copy iff the rule says
         # so), which is the mixed attention without materializing scores. The quantized copy starts

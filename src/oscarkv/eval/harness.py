@@ -29,7 +29,45 @@ from .banded import banded_logits
 from ..errors import InputError, StateError
 
 PEERS = ("quanto", "hqq")
-PEER_BITS, PEER_GROUP = 2, 64  # transformers QuantizedCache(nbits=2, q_group_size=64) as we run it
+
+
+@dataclass(frozen=True)
+class PeerMethod:
+    """transformers' own ``QuantizedCache`` (backend quanto or hqq), with the interface the harness uses
+    of a ``KVMethod``: ``name``, ``bits_per_element``, ``kv_bytes``, plus ``logits`` and a ``note``.
+
+    Bits use our nominal accounting: ``bits``-bit codes + 16-bit scale and zero per group of
+    ``group_size``, and the full-precision residual (the backends' real CPU storage is larger)."""
+
+    backend: str
+    residual: int = 0  # residual_length: the most recent tokens kept in full precision
+    bits: int = 2
+    group_size: int = 64
+    chunk: int = 128
+
+    def __post_init__(self):
+        if self.backend not in PEERS:
+            raise InputError(f"unknown peer {self.backend!r}; choose from {PEERS}")
+
+    @property
+    def name(self) -> str:
+        return f"hf-{self.backend}-int{self.bits}"
+
+    @property
+    def note(self) -> str:
+        return (f"transformers QuantizedCache(backend={self.backend}), residual_length={self.residual}, "
+                f"chunk {self.chunk}")
+
+    def bits_per_element(self, context: int, head_dim: int) -> float:
+        int_bits = int_region_bits(self.bits, self.group_size, 16)  # groups of the backend, not of head_dim
+        return mixed_bits_per_element(context, max(0, context - self.residual), int_bits)
+
+    def kv_bytes(self, context: int, num_layers: int, num_kv_heads: int, head_dim: int, batch: int = 1) -> int:
+        bpe = self.bits_per_element(context, head_dim)
+        return kv_cache_bytes(context, num_layers, num_kv_heads, head_dim, bpe, batch)
+
+    def logits(self, model, ids: torch.Tensor, score_from: int) -> torch.Tensor:
+        return peer_logits(model, ids, self.backend, score_from, self.residual, self.bits, self.group_size, self.chunk)
 
 
 @dataclass
@@ -76,7 +114,7 @@ def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
 
 
 def peer_logits(model, ids: torch.Tensor, backend: str, score_from: int, residual_length: int,
-                nbits: int = PEER_BITS, q_group_size: int = PEER_GROUP, chunk: int = 128) -> torch.Tensor:
+                nbits: int = 2, q_group_size: int = 64, chunk: int = 128) -> torch.Tensor:
     """Logits [1, T, V] from transformers' QuantizedCache fed chunk by chunk."""
     from transformers import QuantizedCache
 
@@ -134,9 +172,7 @@ def evaluate(
     """
     if not 0 < score_from < context - 1:
         raise InputError(f"score_from must be in (0, context - 1), got {score_from} for context {context}")
-    for p in peers:
-        if p not in PEERS:
-            raise InputError(f"unknown peer {p!r}; choose from {PEERS}")
+    peer_methods = [PeerMethod(p, residual=peer_residual or 0) for p in peers]  # refuses unknown names
     seqs = windows(ids, context, sequences)
     dims = attention_dims(model)
     layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
@@ -148,25 +184,24 @@ def evaluate(
     ref = reference.setdefault(key, _Reference()) if reference is not None else _Reference()
     if ref.logp:  # BF16 already scored on these windows: reuse it
         order = [m for m in order if m.name != "bf16"]
-    jobs = [("ours", m) for m in order] + [("peer", p) for p in peers]
+    jobs = order + peer_methods
     results = []
     bar = tqdm(total=len(jobs) * sequences, desc="eval", unit="fwd", disable=not progress)
-    for kind, job in jobs:
+    for job in jobs:
         nll = kl = agree = 0.0
         count = 0
         t0 = time.time()
         for s in range(sequences):
             x = seqs[s : s + 1]
-            name = job.name if kind == "ours" else job
-            bar.set_postfix_str(f"{name} seq {s + 1}/{sequences}")
+            bar.set_postfix_str(f"{job.name} seq {s + 1}/{sequences}")
             with torch.no_grad():
-                if kind == "ours":
-                    logits = banded_logits(model, x, job, rotations_for(rotations, job))
+                if isinstance(job, PeerMethod):
+                    logits = job.logits(model, x, score_from)
                 else:
-                    logits = peer_logits(model, x, job, score_from, residual_length=peer_residual or 0)
+                    logits = banded_logits(model, x, job, rotations_for(rotations, job))
             lp, tgt = _score(logits, x, score_from)
             del logits
-            if kind == "ours" and job.name == "bf16":
+            if job.name == "bf16":
                 ref.logp.append(lp)
                 ref.top1.append(lp.argmax(-1))
             r = ref.logp[s]
@@ -175,20 +210,11 @@ def evaluate(
             agree += (lp.argmax(-1) == ref.top1[s]).sum().item()
             count += tgt.numel()
             bar.update(1)
-        if kind == "ours":
-            bpe = job.bits_per_element(context, head_dim)
-            kvb = job.kv_bytes(context, layers, kv_heads, head_dim)
-            label, note = job.name, ""
-        else:
-            resid = peer_residual or 0
-            # nominal accounting like ours: 2-bit codes + 16-bit scale and zero per group of 64,
-            # plus the full-precision residual (the backends' real CPU storage is larger)
-            qtok = max(0, context - resid)
-            bpe = mixed_bits_per_element(context, qtok, int_region_bits(PEER_BITS, PEER_GROUP, 16))
-            kvb = kv_cache_bytes(context, layers, kv_heads, head_dim, bpe)
-            label, note = f"hf-{job}-int2", f"transformers QuantizedCache(backend={job}), residual_length={resid}, chunk 128"
-        results.append(MethodResult(label, math.exp(nll / count), kl / count, agree / count, bpe, kvb, time.time() - t0, note))
-        if kind == "ours" and job.name == "bf16":
+        bpe = job.bits_per_element(context, head_dim)
+        kvb = job.kv_bytes(context, layers, kv_heads, head_dim)
+        results.append(MethodResult(job.name, math.exp(nll / count), kl / count, agree / count, bpe, kvb,
+                                    time.time() - t0, getattr(job, "note", "")))
+        if job.name == "bf16":
             ref.row = results[-1]
     if not any(r.method == "bf16" for r in results):
         results.insert(0, ref.row)

@@ -48,6 +48,7 @@ from .paged import (
 )
 from .checks import check_decode_meta, check_write_plan
 from .prefill import prefill_attention
+from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate  # the one per-head rule (rotation/apply.py)
 from .reference import decode_attention_torch, gather_sequence, write_kv_torch
 
 __all__ = [
@@ -85,37 +86,14 @@ def _backend(backend: str, t: torch.Tensor) -> str:
     return backend
 
 
-def _per_head(x: torch.Tensor, r: torch.Tensor, transpose: bool) -> torch.Tensor:
-    """x ``[..., H, d]`` times R (``[d, d]`` per layer or ``[num_kv_heads, d, d]`` per KV head), fp32 math."""
-    r = r.to(device=x.device, dtype=torch.float32)
-    r = r.transpose(-1, -2) if transpose else r
-    xf = x.float()
-    if r.dim() == 2:
-        return (xf @ r).to(x.dtype)
-    hkv, h = r.shape[0], x.shape[-2]
-    xg = xf.unflatten(-2, (hkv, h // hkv))  # [..., Hkv, g, d]
-    return torch.einsum("...kgd,kde->...kge", xg, r).flatten(-3, -2).to(x.dtype)
-
-
 def rotate_q(q: torch.Tensor, r_k: torch.Tensor) -> torch.Tensor:
-    """q_rot = q @ R_K (query head h uses its KV head's R when R is per head)."""
-    return _per_head(q, r_k, transpose=False)
+    """q_rot = q @ R_K (query head h uses its KV head's R when R is per head): ``rotation.rotate``."""
+    return rotate(q, r_k, head_axis=-2)
 
 
 def unrotate_v(o: torch.Tensor, r_v: torch.Tensor) -> torch.Tensor:
-    """o = o_rot @ R_V^T: undo the V rotation on the attention output."""
-    return _per_head(o, r_v, transpose=True)
-
-
-def fold_v_rotation_into_o_proj(w_o: torch.Tensor, r_v: torch.Tensor, num_q_heads: int) -> torch.Tensor:
-    """W_o ``[hidden, num_q_heads * d]`` -> W_o' with o_rot @ W_o'^T == (o_rot @ R_V^T) @ W_o^T.
-
-    Per head h: W_o'[:, h] = W_o[:, h] @ R_V (R of h's KV head when per head). Lets decode skip the
-    explicit unrotation GEMM (the spec marks this as possible but not done).
-    """
-    hidden = w_o.shape[0]
-    w = w_o.float().view(hidden, num_q_heads, -1)  # [hidden, Hq, d]; per head the rows act like "x"
-    return _per_head(w, r_v, transpose=False).reshape(hidden, -1).to(w_o.dtype)
+    """o = o_rot @ R_V^T: undo the V rotation on the attention output (``rotation.unrotate``)."""
+    return unrotate(o, r_v, head_axis=-2)
 
 
 @dataclass(frozen=True)

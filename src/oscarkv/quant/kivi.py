@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from .format import QuantConfig, QuantizedRows, dequantize, quantize
 from ..errors import InputError
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from ..errors import InputError
 
+from ..errors import InputError
+
 
 def expand_heads(r: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``[R, d, d]`` -> ``[num_heads, d, d]`` by the rule above (head h gets ``r[h // (num_heads // R)]``);

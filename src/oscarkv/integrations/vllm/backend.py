@@ -22,6 +22,7 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 
+from ...dims import text_config
 from ...errors import InputError
 from .core import (
     OscarSettings,
@@ -55,8 +56,7 @@ def load_rotations(path: str, hf_config=None):
             check_centering(rs, path)
             _ROTATIONS[path] = rs
     if hf_config is not None:
-        text = getattr(hf_config, "get_text_config", lambda: hf_config)()
-        rs.check_model(text)
+        rs.check_model(text_config(hf_config))
     return rs
 
 

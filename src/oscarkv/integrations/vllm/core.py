@@ -27,8 +27,8 @@ from ...errors import InputError, StateError
 from ...kernels import decode_attention, write_kv
 from ...kernels.paged import DecodeMeta, MixedKVPool, WritePlan
 from ...kernels.reference import attend
-from ...quant import QuantConfig, QuantizedRows, dequantize, quantize
-from ...quant.format import _dtype
+from ...quant import QuantConfig, QuantizedRows, dequantize, quantize, storage_dtype
+from ...rotation import rotate, unrotate
 
 ENV_ROTATIONS = "OSCAR_KV_ROTATIONS"
 ENV_MODE = "OSCAR_KV_MODE"  # "oscar" (default) | "exact" (rotation only, no quantization)
@@ -396,19 +396,6 @@ def _add_decode_meta(plan: StepPlan, mgr: ShadowManager, bt, windows, S, bs, dev
 
 
 # ------------------------------------------------------------------------------------ compute
-def _per_head(x: torch.Tensor, r: torch.Tensor | None, transpose: bool) -> torch.Tensor:
-    """x [T, H, d] times R ([1 or H_kv, d, d]) in x's dtype, like ``methods.rotate`` (the transformers
-    path rotates in the model dtype); query heads use their KV head's R."""
-    if r is None:
-        return x
-    r = (r.transpose(-1, -2) if transpose else r).to(x.dtype)
-    if r.shape[0] == 1:
-        return torch.matmul(x, r[0])
-    hkv = r.shape[0]
-    xg = x.unflatten(1, (hkv, x.shape[1] // hkv)).transpose(0, 1)  # [Hkv, T, g, d]
-    return torch.matmul(xg, r[:, None]).transpose(0, 1).flatten(1, 2)
-
-
 _LAYERS: "weakref.WeakSet[LayerCompute]" = weakref.WeakSet()
 _MANAGERS: "weakref.WeakSet[ShadowManager]" = weakref.WeakSet()
 LAYERS_CREATED = {"oscar": 0, "exact": 0}  # per process: lets tests prove the backend really ran
@@ -502,9 +489,10 @@ class LayerCompute:
         dev = query.device
         hkv, bs = kv_cache.shape[1], kv_cache.shape[2]
         self._ensure(dev, hkv, bs, plan.num_shadow_pages)
-        kr = _per_head(_center(key[:n], self.k_mean), self.k_rot, False)
-        vr = _per_head(_center(value[:n], self.v_mean), self.v_rot, False)
-        qr = _per_head(query[:n], self.q_rot, False)
+        # [T, H, d] rows: rotation.rotate's per-head rule (query heads use their KV head's R)
+        kr = rotate(_center(key[:n], self.k_mean), self.k_rot, head_axis=-2)
+        vr = rotate(_center(value[:n], self.v_mean), self.v_rot, head_axis=-2)
+        qr = rotate(query[:n], self.q_rot, head_axis=-2)
         valid = plan.slot_mapping >= 0
         if self.fmt.mode == "exact":
             kc, vc = self.fmt.exact_views(kv_cache)
@@ -528,7 +516,7 @@ class LayerCompute:
             from ...rotation.centering import value_output_mean
 
             o = o + value_output_mean(self.v_out_mean, o.shape[1]).to(o.dtype)[None]
-        o = _per_head(o.to(query.dtype), self.v_rot, True)
+        o = unrotate(o.to(query.dtype), self.v_rot, head_axis=-2)
         out = output[:n].view(n, -1, self.fmt.head_dim)
         out.copy_(o.to(output.dtype))
         return output
@@ -610,7 +598,7 @@ def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int
     ng = head_dim // plan.k_cfg.group(head_dim)
     if plan.v_cfg.group(head_dim) != plan.k_cfg.group(head_dim):
         raise InputError("K and V must share group_size in the vLLM backend")
-    fmt = PageFormat(head_dim, "oscar", dtype, ng, _dtype(s.scale_dtype))
+    fmt = PageFormat(head_dim, "oscar", dtype, ng, storage_dtype(s.scale_dtype))
     return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
 
 

@@ -1,0 +1,31 @@
+"""The method registry: a name -> definition table with typed, validated fields."""
+
+import pytest
+
+from oscarkv.errors import InputError
+from oscarkv.methods import METHOD_NAMES, METHODS, KVMethod, make_method
+
+
+def test_misspelt_fields_are_refused():
+    with pytest.raises(InputError, match="rotation='hadamrd' is not one of"):
+        KVMethod("x", rotation="hadamrd")
+    for kw in (dict(bits=3), dict(key_axis="chanel"), dict(clip="fit"), dict(levels="lloyd"),
+               dict(center="yes"), dict(scale_dtype="fp16"), dict(sink=-1), dict(page=0), dict(group_size=True)):
+        with pytest.raises(InputError):
+            KVMethod("x", **kw)
+    with pytest.raises(InputError, match="unknown method 'oscr'"):
+        make_method("oscr")
+
+
+def test_registry_and_shared_settings():
+    assert METHOD_NAMES == tuple(METHODS)
+    m = make_method("oscar", sink=4, recent=8, group_size=32, page=1, levels="lloyd-max")
+    assert (m.rotation, m.clip, m.levels, m.sink, m.recent, m.group_size, m.page) == \
+        ("calibrated", "fitted", "lloyd-max", 4, 8, 32, 1)
+    # settings a method does not take are ignored, as before: kivi never clips, only oscar takes levels
+    assert make_method("kivi", clip="default").clip == "off" and make_method("kivi").per_channel_keys
+    assert make_method("hadamard", levels="lloyd-max").levels == "uniform"
+    assert make_method("hadamard", clip="default").clip == "default"
+    assert make_method("oscar+center").center == "on" and make_method("oscar+center").name == "oscar+center"
+    with pytest.raises(InputError, match="does not support centering"):
+        make_method("bf16", center="on")
