@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from adv_helpers import _one_thread  # noqa: F401 (autouse fixture)
 from oscarkv.errors import InputError, OscarKVError
 from oscarkv.kernels import DecodeMeta, MixedKVCache, MixedKVPool, WritePlan, decode_attention, write_kv
 from oscarkv.kernels.checks import TableError, check_decode_meta, check_owners, check_write_plan
