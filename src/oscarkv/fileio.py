@@ -47,13 +47,18 @@ def check_output_path(path, what: str = "output", suffix: str | tuple[str, ...] 
     base = _first_existing(p.parent if str(p.parent) else Path("."))
     if not base.is_dir():
         raise InputError(f"{what} {p}: {base} is a file, not a folder")
+    _probe_writable(base, p, what)
+    return p
+
+
+def _probe_writable(base: Path, p: Path, what: str) -> None:
+    """Create and remove a probe file in ``base`` (permission bits alone mislead when running as root)."""
     try:
         fd, probe = tempfile.mkstemp(prefix=".oscarkv-probe.", dir=base)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
         raise InputError(f"{what} {p} cannot be written ({e.strerror or e} in {base}); choose another location") from None
-    return p
 
 
 def check_output_dir(path, what: str = "output folder") -> Path:
@@ -64,12 +69,7 @@ def check_output_dir(path, what: str = "output folder") -> Path:
     base = _first_existing(p)
     if not base.is_dir():
         raise InputError(f"{what} {p}: {base} is a file, not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".oscarkv-probe.", dir=base)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise InputError(f"{what} {p} cannot be written ({e.strerror or e} in {base}); choose another location") from None
+    _probe_writable(base, p, what)
     return p
 
 
