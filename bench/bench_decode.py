@@ -311,15 +311,22 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
+    ap.add_argument("--append-batches", default="1,8,32,256")
+    ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
+                    "(default off: each timed call then pays its full launch latency); append is timed both ways")
     a = ap.parse_args()
     D = a.head_dim
+    if not SMOKE:
+        from oscarkv.kernels import cuda_ops
+
+        cuda_ops.USE_PDL = bool(a.pdl)
     if SMOKE:
         HQ, HKV, SINK, RECENT = 4, 1, 16, 32
     t_start = time.time()
     dev = torch.device("cpu" if SMOKE else "cuda")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
-               commit=commit, shape=dict(HQ=HQ, HKV=HKV, D=D, sink=SINK, recent=RECENT, block=BS))
+               commit=commit, pdl=a.pdl, shape=dict(HQ=HQ, HKV=HKV, D=D, sink=SINK, recent=RECENT, block=BS))
     if not SMOKE:
         res["device"] = torch.cuda.get_device_name()
 
@@ -413,17 +420,27 @@ def main():
                 f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
                 f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]")
     app = []
-    for B in ([] if a.no_append or SMOKE else [1, 8, 32, 256]):
-        for backend in ("cuda", "triton"):
+    if not (a.no_append or SMOKE):
+        # launch floor: a graph of 16 tiny torch kernels (one elementwise op each)
+        x = torch.zeros(16, device=dev)
+        t = time_calls([lambda: x.add_(1.0)] * 16)
+        res["launch_floor_us"] = t * 1e6
+        log(f"launch floor (graph of 16 tiny elementwise kernels): {t * 1e6:.2f} us per kernel")
+    for B in ([] if a.no_append or SMOKE else [int(x) for x in a.append_batches.split(",")]):
+        for backend, pdl in (("cuda", 0), ("cuda", 1), ("triton", 0)):
+            if backend == "cuda":
+                cuda_ops.USE_PDL = bool(pdl)
             try:
                 t, n_dem = bench_append(B, dev, backend)
             except Exception as e:
                 log(f"append {backend} B={B} failed: {type(e).__name__}: {str(e)[:200]}")
                 continue
-            app.append(dict(batch=B, backend=backend, us_per_step=t * 1e6, us_per_token=t * 1e6 / B, steps=16,
-                            demotion_steps=n_dem))
-            log(f"append {backend:6s} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 steps, {n_dem} with "
-                f"a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")
+            app.append(dict(batch=B, backend=backend, pdl=pdl, us_per_step=t * 1e6, us_per_token=t * 1e6 / B,
+                            steps=16, demotion_steps=n_dem))
+            log(f"append {backend:6s} pdl={pdl} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 steps, {n_dem} "
+                f"with a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")
+    if not SMOKE:
+        cuda_ops.USE_PDL = bool(a.pdl)
     res["append"] = app
     dump()
     log(f"done [{time.time() - t_start:.0f} s]")

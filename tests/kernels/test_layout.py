@@ -30,12 +30,16 @@ def test_tile16_transform_is_a_bijection(d, which):
     for fmap in _field_maps(d):  # every (token, dim) exactly once
         assert torch.equal(fmap.sort().values, torch.arange(16 * d))
     s = torch.randn(3, 2, 16, 1, generator=g)
-    assert torch.equal(scales_from_tile16(scales_to_tile16(s)), s)
-    assert scales_to_tile16(s)[0, 0, 1, 0] == s[0, 0, 8, 0]  # stored order 0, 8, 1, 9, ...
+    assert torch.equal(scales_from_tile16(scales_to_tile16(s, which), which), s)
+    if which == "k":
+        assert scales_to_tile16(s, which)[0, 0, 1, 0] == s[0, 0, 8, 0]  # stored order 0, 8, 1, 9, ...
+    else:
+        assert scales_to_tile16(s, which)[0, 0, 2, 0] == s[0, 0, 8, 0]  # stored order 0, 1, 8, 9, 2, ...
 
 
 def test_tile16_fragment_order_by_hand():
-    """Lane 5 (g=1, t=1), word 0, field 0 = K code of token 1, dim 2; field 8 = token 1, dim 3; field 1 = token 9."""
+    """Lane 5 (g=1, t=1), word 0: bits 2-3 = K code of token 1, dim 2; bits 18-19 = token 1, dim 3;
+    bits 10-11 (second read variant, the word rotated right by 8) = token 9, dim 2."""
     d = 64
     codes = torch.zeros(16, d, dtype=torch.uint8)
     codes[1, 2], codes[1, 3], codes[9, 2] = 1, 2, 3
@@ -43,7 +47,52 @@ def test_tile16_fragment_order_by_hand():
 
     t = codes_to_tile16(pack_codes(codes, 2), "k").flatten()
     word = int.from_bytes(bytes(t[5 * 8 : 5 * 8 + 4].tolist()), "little")  # lane 5 owns bytes [40, 48) at d=64
-    assert word & 3 == 1 and (word >> 16) & 3 == 2 and (word >> 2) & 3 == 3
+    assert (word >> 2) & 3 == 1 and (word >> 18) & 3 == 2 and (word >> 10) & 3 == 3
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_tile16_code_weight_depends_on_head_dim_only(d):
+    """The kernel's fp16 operand of a field is 1024 + 4^P c with P fixed by the field's bit position; the
+    layout must give every field of one head_dim index the same P (so 4^-P folds into q / the output row)."""
+    from oscarkv.kernels.layout import _bit, code_weight_exponent
+
+    where = {_bit(s, e, P) // 2: P for s in range(2) for e in range(2) for P in range(1, 5)}
+    assert sorted(where) == list(range(16))
+    for fmap in _field_maps(d):
+        for f, flat in enumerate(fmap.tolist()):
+            assert where[f % 16] == code_weight_exponent(flat % d)
+
+
+def _emulate_unpack(word: int, s: int, e: int, P: int) -> int:
+    """What the kernel computes: (word rotated right by 8 s) & (3 << 2P) in half e, ORed under 0x6400."""
+    w = word if s == 0 else ((word >> 8) | (word << 24)) & 0xFFFFFFFF
+    half = (w >> (16 * e)) & 0xFFFF
+    return ((half >> (2 * P)) & 3) * 4**P  # fp16 value minus 1024
+
+
+def test_tile16_emulated_kernel_unpack_reads_the_right_codes():
+    d = 128
+    g = torch.Generator().manual_seed(3)
+    plain = torch.randint(0, 4, (16, d), generator=g, dtype=torch.uint8)
+    from oscarkv.kernels.layout import code_weight_exponent
+    from oscarkv.quant import pack_codes
+
+    for which in ("k", "v"):
+        t = codes_to_tile16(pack_codes(plain, 2), which).flatten()
+        for lane in (0, 5, 18, 31):
+            gg, tt = lane >> 2, lane & 3
+            for w in range(d // 32):
+                word = int.from_bytes(bytes(t[(lane * 4 + w) * 4 : (lane * 4 + w) * 4 + 4].tolist()), "little")
+                for s in range(2):
+                    for e in range(2):
+                        for P in range(1, 5):
+                            u, x = (P - 1) >> 1, (P - 1) & 1
+                            if which == "k":
+                                tok, dim = gg + 8 * s, 16 * (2 * w + u) + 8 * x + 2 * tt + e
+                            else:
+                                tok, dim = 2 * tt + 8 * s + e, 16 * (2 * w + u) + 8 * x + gg
+                            assert code_weight_exponent(dim) == P
+                            assert _emulate_unpack(word, s, e, P) == int(plain[tok, dim]) * 4**P
 
 
 def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0):

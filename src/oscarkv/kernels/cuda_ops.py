@@ -24,12 +24,16 @@ from pathlib import Path
 import torch
 
 from ..errors import StateError
-from .paged import DecodeMeta, MixedKVPool, WritePlan
+from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index
 
 _SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
           "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a"]
 _LIB = None
+# Programmatic dependent launch (Hopper): the decode and append kernels may be scheduled while the previous
+# kernel of the stream finishes (they wait for it before touching memory), hiding launch latency.
+# OSCARKV_PDL=0 turns it off.
+USE_PDL = os.environ.get("OSCARKV_PDL", "1") != "0"
 
 
 class CudaKernelUnavailable(StateError):
@@ -112,14 +116,20 @@ def lib():
         for f in (L.oscar_int2_decode, L.oscar_append):
             f.restype = ctypes.c_int
         L.oscar_int2_decode.argtypes = [ctypes.POINTER(_DecodeParams), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                        ctypes.c_int, ctypes.c_void_p]
+                                        ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         L.oscar_int2_decode_occupancy.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                   ctypes.c_int]
         _LIB = L
     return _LIB
 
 
 _DT = {torch.bfloat16: 0, torch.float16: 1}
+
+
+def _pdl(device) -> int:
+    """1 when the launch may use programmatic dependent launch (sm_90+ and USE_PDL)."""
+    return int(USE_PDL and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
@@ -249,14 +259,11 @@ class DecodePlan:
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634), int(_probe),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
-                                      ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream))
+                                      ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))
         if err != 0:
             raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")
         return out
 
-
-def _clip_idx(cfg, d: int) -> int:
-    return min(max(int(cfg.clip_ratio * d), 0), d - 1) if cfg.clips else -1
 
 
 def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan) -> None:
@@ -281,16 +288,17 @@ def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wri
         pool.k_scale.data_ptr(), pool.k_zero.data_ptr(), pool.v_scale.data_ptr(), pool.v_zero.data_ptr(),
         pool.k_scale.stride(0), pool.k_scale.stride(1),
         pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
-        hkv, _clip_idx(pool.k_cfg, d), _clip_idx(pool.v_cfg, d), 1, 1,
+        hkv, kernel_clip_index(pool.k_cfg, d), kernel_clip_index(pool.v_cfg, d), 1, 1,
     )
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     dt = _DT[pool.k_hp.dtype]
+    pdl = _pdl(dev)
     if not plan.fusable:  # a new row overwrites an hp slot a page reads: pages first, then rows
         p.do_rows = 0
-        err = lib().oscar_append(ctypes.byref(p), dt, d, stream)
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
         p.do_rows, p.do_pages = 1, 0
-        err = err or lib().oscar_append(ctypes.byref(p), dt, d, stream)
+        err = err or lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
     else:
-        err = lib().oscar_append(ctypes.byref(p), dt, d, stream)
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
     if err != 0:
         raise RuntimeError(f"oscar_append failed with CUDA error {err}")

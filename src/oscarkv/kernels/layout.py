@@ -7,15 +7,22 @@ tests and ``convert_pool``; the CUDA append kernel writes tile16 directly and is
 
 tile16 (block_size 16, one scale group per row): the 16 x d codes of one (block, head) are stored so that
 lane l of a warp loads its mma.m16n8k16 A fragments for the whole tile with one 128-bit (d=128) or 64-bit
-(d=64) load. Lane l owns 32-bit words [l * d/32, (l + 1) * d/32); in word w the 2-bit field j (bits 2j, 2j+1)
-holds, with i = j & 7, half = j >> 3, step = 2w + (i >> 2), r = i & 3, g = l >> 2, t = l & 3,
-row = g + 8 (r & 1), col = 2t + 8 (r >> 1) + half:
+(d=64) load, and turns them into fp16 operands with one LOP3 per register and no float arithmetic. Lane l
+(g = l >> 2, t = l & 3) owns 32-bit words [l * d/32, (l + 1) * d/32). The kernel reads word w in two ways,
+s = 0 (as is) and s = 1 (rotated right by 8 bits); in each 16-bit half e of either, field position
+P = 1..4 (bits 2P, 2P+1 of the half) ORed under the fp16 exponent of 1024 is the exact value 1024 + 4^P c.
+So the 2-bit field (s, e, P) of word w sits at bit 16e + 2P (s = 0), 8 + 2P (s = 1, e = 0) or
+(24 + 2P) mod 32 (s = 1, e = 1), and with u = (P - 1) >> 1, x = (P - 1) & 1 it holds
 
-    K codes:  token = row, dim = 16 step + col      (A operand = K, tokens on M)
-    V codes:  token = col, dim = 16 step + row      (A operand = V^T, head_dim on M)
+    K codes:  token = g + 8 s,          dim = 16 (2w + u) + 8 x + 2t + e   (A = K, tokens on M)
+    V codes:  token = 2t + 8 s + e,     dim = 16 (2w + u) + 8 x + g        (A = V^T, head_dim on M)
 
-Scale and zero rows are stored in token order 0, 8, 1, 9, ..., 7, 15 (lane g reads tokens g and g + 8 as
-one 32-bit pair). No head_dim permutation is involved, so nothing is folded into the rotations.
+In both, P = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1) depends on the head_dim index only: the kernel folds
+4^-P into q (K) or into the output rows (V) and carries the 1024 offset algebraically (issue 7).
+
+K scale / zero rows are stored in token order 0, 8, 1, 9, ..., 7, 15 (lane g reads tokens g and g + 8 as
+one 32-bit pair); V scale / zero rows in order 0, 1, 8, 9, 2, 3, 10, 11, ... (lane t reads tokens 2t, 2t+1,
+2t+8, 2t+9 as one 64-bit word). No head_dim permutation is involved, so nothing is folded into the rotations.
 """
 
 from __future__ import annotations
@@ -31,30 +38,45 @@ TILE = 16
 LAYOUTS = ("logical", "tile16")
 
 
+def _bit(s: int, e: int, P: int) -> int:
+    """Bit of the 2-bit field (read variant s, half e, position P = 1..4) in a tile16 word."""
+    if s == 0:
+        return 16 * e + 2 * P
+    return 8 + 2 * P if e == 0 else (24 + 2 * P) % 32
+
+
 @lru_cache(maxsize=None)
 def _field_maps(d: int):
-    """(token, dim) of every 2-bit field of a tile16 block, for K and for V (fields in storage order)."""
+    """(token, dim) of every 2-bit field of a tile16 block, for K and for V (fields in storage order),
+    as flat indices token * d + dim."""
     nw = d // 32
-    tok_k, dim_k, tok_v, dim_v = [], [], [], []
+    nf = 32 * nw * 16
+    k_map, v_map = [0] * nf, [0] * nf
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         for w in range(nw):
-            for j in range(16):
-                i, half = j & 7, j >> 3
-                step, r = 2 * w + (i >> 2), i & 3
-                row = g + 8 * (r & 1)
-                col = 2 * t + 8 * (r >> 1) + half
-                tok_k.append(row)
-                dim_k.append(16 * step + col)
-                tok_v.append(col)
-                dim_v.append(16 * step + row)
+            for s in range(2):
+                for e in range(2):
+                    for P in range(1, 5):
+                        u, x = (P - 1) >> 1, (P - 1) & 1
+                        f = (lane * nw + w) * 16 + _bit(s, e, P) // 2
+                        k_map[f] = (g + 8 * s) * d + 16 * (2 * w + u) + 8 * x + 2 * t + e
+                        v_map[f] = (2 * t + 8 * s + e) * d + 16 * (2 * w + u) + 8 * x + g
     mk = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
-    return (mk(tok_k) * d + mk(dim_k)), (mk(tok_v) * d + mk(dim_v))
+    return mk(k_map), mk(v_map)
 
 
-# stored index s holds token SCALE_ORDER[s]
-SCALE_ORDER = torch.tensor([s // 2 + 8 * (s % 2) for s in range(TILE)], dtype=torch.long)
-SCALE_INV = torch.argsort(SCALE_ORDER)
+def code_weight_exponent(dim: int) -> int:
+    """P of a head_dim index: the kernel's fp16 operand of code c at this dim is 1024 + 4^P c."""
+    return 1 + ((dim >> 3) & 1) + 2 * ((dim >> 4) & 1)
+
+
+# stored index i holds token SCALE_ORDER[which][i]
+SCALE_ORDER = {
+    "k": torch.tensor([i // 2 + 8 * (i % 2) for i in range(TILE)], dtype=torch.long),
+    "v": torch.tensor([2 * (i // 4) + (i & 1) + 8 * ((i >> 1) & 1) for i in range(TILE)], dtype=torch.long),
+}
+SCALE_INV = {w: torch.argsort(o) for w, o in SCALE_ORDER.items()}
 
 
 def _pack_fields(fields: torch.Tensor) -> torch.Tensor:
@@ -86,13 +108,13 @@ def codes_from_tile16(tiles: torch.Tensor, which: str) -> torch.Tensor:
     return pack_codes(plain.reshape(*tiles.shape[:-2], TILE, d), 2)
 
 
-def scales_to_tile16(x: torch.Tensor) -> torch.Tensor:
-    """Scale or zero ``[..., 16, ng]`` in token order -> tile16 order (token axis -2)."""
-    return x[..., SCALE_ORDER.to(x.device), :]
+def scales_to_tile16(x: torch.Tensor, which: str) -> torch.Tensor:
+    """Scale or zero ``[..., 16, ng]`` of K (``which="k"``) or V in token order -> tile16 order (token axis -2)."""
+    return x[..., SCALE_ORDER[which].to(x.device), :]
 
 
-def scales_from_tile16(x: torch.Tensor) -> torch.Tensor:
-    return x[..., SCALE_INV.to(x.device), :]
+def scales_from_tile16(x: torch.Tensor, which: str) -> torch.Tensor:
+    return x[..., SCALE_INV[which].to(x.device), :]
 
 
 def blocks_to_logical(pool, blocks: torch.Tensor, which: str):
@@ -101,14 +123,14 @@ def blocks_to_logical(pool, blocks: torch.Tensor, which: str):
     s = getattr(pool, f"{which}_scale")[blocks]
     z = getattr(pool, f"{which}_zero")[blocks]
     if pool.layout == "tile16":
-        return codes_from_tile16(c, which), scales_from_tile16(s), scales_from_tile16(z)
+        return codes_from_tile16(c, which), scales_from_tile16(s, which), scales_from_tile16(z, which)
     return c, s, z
 
 
 def blocks_store_logical(pool, blocks: torch.Tensor, which: str, codes, scale, zero) -> None:
     """Write logical-layout ``[n, Hkv, 16, ...]`` contents into int2 ``blocks`` of the pool (any layout)."""
     if pool.layout == "tile16":
-        codes, scale, zero = codes_to_tile16(codes, which), scales_to_tile16(scale), scales_to_tile16(zero)
+        codes, scale, zero = codes_to_tile16(codes, which), scales_to_tile16(scale, which), scales_to_tile16(zero, which)
     getattr(pool, f"{which}_codes")[blocks] = codes
     getattr(pool, f"{which}_scale")[blocks] = scale
     getattr(pool, f"{which}_zero")[blocks] = zero
@@ -128,9 +150,9 @@ def convert_pool(pool, layout: str):
     for which in ("k", "v"):
         c, s, z = (getattr(pool, f"{which}_{n}") for n in ("codes", "scale", "zero"))
         if layout == "tile16":
-            new.update({f"{which}_codes": codes_to_tile16(c, which), f"{which}_scale": scales_to_tile16(s),
-                        f"{which}_zero": scales_to_tile16(z)})
+            new.update({f"{which}_codes": codes_to_tile16(c, which), f"{which}_scale": scales_to_tile16(s, which),
+                        f"{which}_zero": scales_to_tile16(z, which)})
         else:
-            new.update({f"{which}_codes": codes_from_tile16(c, which), f"{which}_scale": scales_from_tile16(s),
-                        f"{which}_zero": scales_from_tile16(z)})
+            new.update({f"{which}_codes": codes_from_tile16(c, which), f"{which}_scale": scales_from_tile16(s, which),
+                        f"{which}_zero": scales_from_tile16(z, which)})
     return replace(pool, layout=layout, **new)

@@ -3,29 +3,39 @@
 // Built at first use by oscarkv/kernels/cuda_build.py (nvcc -> shared library, called through ctypes with
 // raw device pointers and the current torch stream), so it needs no torch headers.
 //
-// Tile16 layout (pure function of the logical format; torch transform both ways in kernels/layout.py):
-// one (int2 block, KV head) = 16 tokens x head_dim codes. The block's k_codes bytes hold, for lane l of a
-// warp, words [l*NW, (l+1)*NW) (NW = head_dim / 32), so one 128-bit (D=128) or 64-bit (D=64) load is
-// exactly lane l's mma.m16n8k16 A fragments for the whole tile. Word w, 2-bit field j (bits 2j, 2j+1):
-//   i = j & 7, half = j >> 3, step = 2w + (i >> 2), r = i & 3, g = l >> 2, t = l & 3
-//   row = g + 8 * (r & 1), col = 2t + 8 * (r >> 1) + half
-//   K: token = row, dim = 16 * step + col        (A = K codes, tokens on M, head_dim on K)
-//   V: token = col, dim = 16 * step + row        (A = V^T codes, head_dim on M, tokens on K)
-// Scale / zero of the block are stored in token order 0,8,1,9,...,7,15, so lane (g, t) reads the pair
-// (token g, token g + 8) with one 32-bit load.
+// Tile16 layout (pure function of the logical format; torch transform both ways in kernels/layout.py,
+// whose docstring has the full map): one (int2 block, KV head) = 16 tokens x head_dim codes. The block's
+// k_codes bytes hold, for lane l (g = l >> 2, t = l & 3) of a warp, words [l*NW, (l+1)*NW) (NW = head_dim
+// / 32), so one 128-bit (D=128) or 64-bit (D=64) load is lane l's mma.m16n8k16 A fragments for the whole
+// tile. Word w is read as is (s = 0) and rotated right by 8 (s = 1); field position P = 1..4 of half e of
+// either, ORed under the fp16 exponent of 1024, is the exact operand 1024 + 4^P c (one LOP3 per register).
+// With u = (P-1) >> 1, x = (P-1) & 1:
+//   K: token = g + 8s,        dim = 16 (2w + u) + 8x + 2t + e     (A = K codes, tokens on M, head_dim on K)
+//   V: token = 2t + 8s + e,   dim = 16 (2w + u) + 8x + g          (A = V^T codes, head_dim on M, tokens on K)
+// so P = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1) depends on the head_dim index only.
+// K scale / zero are stored in token order 0,8,1,9,...,7,15 (lane g reads tokens g, g + 8 as one 32-bit
+// pair), V scale / zero in order 0,1,8,9,2,3,10,11,... (lane t reads tokens 2t, 2t+1, 2t+8, 2t+9 as 64 bits).
 //
 // Decode (one launch): grid (n_hp_splits + n_int2_splits, batch * num_kv_heads); each CTA takes one
 // token range of one tier for one KV head and all its query heads (GQA group <= 8 on the MMA's N).
-//   scores  S[tok, head]  = K codes (A, fp16 from a LOP3 + one HFMA2 per two codes) x q (B)
-//   logits                = s_tok * S + z_tok * sum(q)                  (scale / zero by algebra, fp32)
-//   O^T[dim, head]       += V^T codes (A) x P'[tok, head],  P' = p * s_tok moved from the C to the B
-//                           fragment with movmatrix; sum_tok p * z_tok kept as one extra accumulator.
+// INT2 tier, per 16-token tile and warp (issue 7: no float instruction touches a code):
+//   scores  S[tok, head]  = (1024 + 4^P c) (A) x B',  B' = q * scale_log2 * 4^-P  (fp16, folded once per call)
+//                           accumulated from -Qoff = -1024 sum_dim B', so S = sum_dim c q'
+//   logits                = s_tok * S + z_tok * sum(q')             (scale / zero by algebra, fp32)
+//   O^T[dim, head]       += (1024 + 4^P c) (A = V^T) x P'[tok, head],  P' = p * s_tok (fp16, movmatrix from
+//                           the C to the B fragment); 1024 sum P' is accumulated by one more MMA (A = 1024)
+//                           and subtracted from O^T every kFlush tiles, 4^-P is applied per output row at
+//                           the end; l = sum p and sum p z_tok come from one MMA (A rows = ones, z).
+//   The running max moves only when a logit exceeds it by kSlack (warp-uniform slow path, which also
+//   masks the partial last tile and folds the V offset).
 // The BF16 sink / recent tier runs as extra splits of the same launch with bf16 (or fp16) MMAs. The
 // split results are merged by the last CTA of each (batch, KV head) (atomic counter, reset by that CTA),
 // so the whole call is one kernel, with no host sync or allocation: CUDA-graph capturable.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 // Parameter blocks: outside the anonymous namespace so the extern "C" entry points keep external linkage.
 struct DecodeParams {
@@ -121,61 +131,80 @@ __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint3
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));
   return r;
 }
-__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t r;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  return r;
-}
 __device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
   uint32_t r;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
   return r;
 }
 
-// Eight fp16x2 registers (codes 0..3, exact) from one 32-bit word: field pair i sits at bits
-// 2(i&3) + 8(i>>2) of each 16-bit half. OR-ing it under the exponent of 1024 (0x6400) gives
-// 1024 + 4^p c; one HFMA2 (x * 4^-p - 1024 * 4^-p) brings it back to c. 17 instructions per 16 codes.
-__device__ __forceinline__ void unpack8(uint32_t w, uint32_t o[8]) {
-  const uint32_t m = 0x64006400u;
-  uint32_t w2 = w >> 8;
-  o[0] = hfma2(lop3_and_or(w, 0x00030003u, m), 0x3C003C00u, 0xE400E400u);
-  o[1] = hfma2(lop3_and_or(w, 0x000C000Cu, m), 0x34003400u, 0xDC00DC00u);
-  o[2] = hfma2(lop3_and_or(w, 0x00300030u, m), 0x2C002C00u, 0xD400D400u);
-  o[3] = hfma2(lop3_and_or(w, 0x00C000C0u, m), 0x24002400u, 0xCC00CC00u);
-  o[4] = hfma2(lop3_and_or(w2, 0x00030003u, m), 0x3C003C00u, 0xE400E400u);
-  o[5] = hfma2(lop3_and_or(w2, 0x000C000Cu, m), 0x34003400u, 0xDC00DC00u);
-  o[6] = hfma2(lop3_and_or(w2, 0x00300030u, m), 0x2C002C00u, 0xD400D400u);
-  o[7] = hfma2(lop3_and_or(w2, 0x00C000C0u, m), 0x24002400u, 0xCC00CC00u);
-}
-
-template <int NW> struct Words { uint32_t w[NW]; };
-
-template <int NW>
-__device__ __forceinline__ Words<NW> load_words(const uint8_t* p) {
-  Words<NW> r;
-  if constexpr (NW == 4) {
-    uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));
-    r.w[0] = v.x; r.w[1] = v.y; r.w[2] = v.z; r.w[3] = v.w;
-  } else {
-    uint2 v = __ldcs(reinterpret_cast<const uint2*>(p));
-    r.w[0] = v.x; r.w[1] = v.y;
-  }
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-
-__device__ __forceinline__ float2 h2f(uint32_t x) {
-  __half2 h = *reinterpret_cast<__half2*>(&x);
-  return __half22float2(h);
+__device__ __forceinline__ float ex2(float x) {  // MUFU.EX2 alone (no denormal range fix-up)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+// d = a (16x16 f16) x b (16x8 f16) + c, f32 accumulate, with c and d in different registers
+__device__ __forceinline__ void mma_f16(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1, float c0, float c1, float c2, float c3) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3));
 }
 
-// Online-softmax state of one warp: lane (g, t) owns heads 2t, 2t+1 and tokens g, g+8 of each tile.
-template <int D>
-struct WarpState {
-  float m[2], l[2], z[2];
-  float acc[D / 16][4];
-};
+// Code unpacking without any float arithmetic. In every 16-bit half of a tile16 word the 2-bit fields sit
+// at bits 0..15; variant s = 0 reads the word as is, s = 1 the word rotated right by 8 bits. Field position
+// P = 1..4 of a variant (bits 2P, 2P+1 of the half) ORed under the exponent of 1024 (0x6400) gives the
+// exact fp16 value 1024 + 4^P c. The layout puts the codes so that P depends only on the head_dim index:
+//   P(dim) = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1)
+// so 4^P is folded into q (K) or undone per output row (V), and the 1024 is carried algebraically.
+// 9 instructions per 16 codes (1 SHF + 8 LOP3), no HFMA2.
+__device__ __forceinline__ void unpack8(uint32_t w, uint32_t o[8]) {
+  const uint32_t m = 0x64006400u;
+  const uint32_t r = __funnelshift_r(w, w, 8);
+#pragma unroll
+  for (int P = 1; P <= 4; P++) {
+    o[P - 1] = lop3_and_or(w, 0x00030003u << (2 * P), m);
+    o[4 + P - 1] = lop3_and_or(r, 0x00030003u << (2 * P), m);
+  }
+}
 
-template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
+__device__ __forceinline__ float h2f_lo(uint32_t x) { return __low2float(*reinterpret_cast<__half2*>(&x)); }
+__device__ __forceinline__ float h2f_hi(uint32_t x) { return __high2float(*reinterpret_cast<__half2*>(&x)); }
+
+__device__ __forceinline__ const uint8_t* mad_wide(uint32_t a, uint32_t b, const uint8_t* c) {  // c + a * b
+  uint64_t r;
+  asm("mad.wide.u32 %0, %1, %2, %3;\n" : "=l"(r) : "r"(a), "r"(b), "l"(reinterpret_cast<uint64_t>(c)));
+  return reinterpret_cast<const uint8_t*>(r);
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(dst),
+      "l"(src), "r"((int)pred));
+}
+
+// Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may be scheduled while
+// the previous kernel of the stream still runs; it waits here for that kernel (and its memory) before
+// touching anything, and lets the next kernel be scheduled as early as possible.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
+constexpr int kFlush = 8;      // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
+
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -188,114 +217,38 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
+  pdl_begin();
   // one static buffer: the cp.async ring during the loop, then the per-warp partial outputs
-  constexpr int RING_BYTES = NWARP * STAGES * (8 * D + 128);
+  constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
+  constexpr int RING_BYTES = NWARP * STAGES * TB;
   constexpr int EPI_BYTES = NWARP * 8 * D * 4;
   __shared__ __align__(16) uint8_t smem_raw[RING_BYTES > EPI_BYTES ? RING_BYTES : EPI_BYTES];
 
-  // ---- q as the B operand: B[k = dim][n = head], lane holds head g, dims 16ks + 2t + {0,1,8,9}
   const T* qrow = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (g < G ? g : 0)) * p.q_sh;
-  uint32_t qb[KS][2];
-  float qsum = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < KS; ks++) {
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float lo = 0.f, hi = 0.f;
-      if (g < G) {
-        lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]);
-        hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]);
-      }
-      qsum += lo + hi;
-      // INT2 tier: fp16 operands (codes are fp16); bf16 -> fp16 is exact for |q| in [6e-5, 65504].
-      qb[ks][h] = hp ? M::pack(lo, hi) : MmaType<__half>::pack(lo, hi);
-    }
-  }
-  qsum += __shfl_xor_sync(0xffffffffu, qsum, 1);
-  qsum += __shfl_xor_sync(0xffffffffu, qsum, 2);
-  // lane needs sum(q) of heads 2t, 2t+1 (held by lanes 8t and 8t + 4)
-  const float qs0 = __shfl_sync(0xffffffffu, qsum, 8 * t);
-  const float qs1 = __shfl_sync(0xffffffffu, qsum, 8 * t + 4);
-
-  WarpState<D> st;
-  st.m[0] = st.m[1] = -1e30f;
-  st.l[0] = st.l[1] = st.z[0] = st.z[1] = 0.f;
-#pragma unroll
-  for (int i = 0; i < KS; i++) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
-
-  // softmax update from logits c (already in log2 units, masked = -inf); returns p in c
-  auto softmax = [&](float c[4], float alpha[2]) {
-    float mx0 = fmaxf(c[0], c[2]), mx1 = fmaxf(c[1], c[3]);
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-    }
-    const float n0 = fmaxf(st.m[0], mx0), n1 = fmaxf(st.m[1], mx1);
-    alpha[0] = exp2f(st.m[0] - n0);
-    alpha[1] = exp2f(st.m[1] - n1);
-    st.m[0] = n0;
-    st.m[1] = n1;
-    c[0] = exp2f(c[0] - n0);
-    c[1] = exp2f(c[1] - n1);
-    c[2] = exp2f(c[2] - n0);
-    c[3] = exp2f(c[3] - n1);
-    st.l[0] = st.l[0] * alpha[0] + c[0] + c[2];
-    st.l[1] = st.l[1] * alpha[1] + c[1] + c[3];
-    // the running max rarely moves after the first tiles: skip the accumulator rescale when no head of
-    // the warp needs it (warp-uniform branch)
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < KS; i++) {
-        st.acc[i][0] *= alpha[0];
-        st.acc[i][1] *= alpha[1];
-        st.acc[i][2] *= alpha[0];
-        st.acc[i][3] *= alpha[1];
-      }
-    }
-  };
-
-  // one INT2 tile: codes (registers) + scale/zero pairs of tokens (g, g + 8) -> softmax state
-  auto int2_tile = [&](const Words<NW>& kw, const Words<NW>& vw, uint32_t ksc, uint32_t kz, uint32_t vsc,
-                       uint32_t vz, int tile) {
-    const int len = p.int2_lens[b];
-    // scores: two accumulators break the MMA dependency chain
-    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int w = 0; w < NW; w++) {
-      uint32_t a[8];
-      unpack8(kw.w[w], a);
-      MmaType<__half>::mma(s0, a, qb[2 * w][0], qb[2 * w][1]);
-      MmaType<__half>::mma(s1, a + 4, qb[2 * w + 1][0], qb[2 * w + 1][1]);
-    }
-    const float2 ks2 = h2f(ksc), kz2 = h2f(kz), vs2 = h2f(vsc), vz2 = h2f(vz);
-    const int valid = len - tile * kTile;
-    const bool r0 = g < valid, r1 = g + 8 < valid;
-    float c4[4];
-    c4[0] = r0 ? (ks2.x * (s0[0] + s1[0]) + kz2.x * qs0) * p.scale_log2 : -INFINITY;
-    c4[1] = r0 ? (ks2.x * (s0[1] + s1[1]) + kz2.x * qs1) * p.scale_log2 : -INFINITY;
-    c4[2] = r1 ? (ks2.y * (s0[2] + s1[2]) + kz2.y * qs0) * p.scale_log2 : -INFINITY;
-    c4[3] = r1 ? (ks2.y * (s0[3] + s1[3]) + kz2.y * qs1) * p.scale_log2 : -INFINITY;
-    float alpha[2];
-    softmax(c4, alpha);
-    // masked tokens have p = 0: zero their scale/zero too (stale slots may hold anything finite)
-    const float vsa = r0 ? vs2.x : 0.f, vsb = r1 ? vs2.y : 0.f;
-    const float vza = r0 ? vz2.x : 0.f, vzb = r1 ? vz2.y : 0.f;
-    st.z[0] = st.z[0] * alpha[0] + c4[0] * vza + c4[2] * vzb;
-    st.z[1] = st.z[1] * alpha[1] + c4[1] * vza + c4[3] * vzb;
-    const uint32_t b0 = movmatrix_t(MmaType<__half>::pack(c4[0] * vsa, c4[1] * vsa));
-    const uint32_t b1 = movmatrix_t(MmaType<__half>::pack(c4[2] * vsb, c4[3] * vsb));
-#pragma unroll
-    for (int w = 0; w < NW; w++) {
-      uint32_t a[8];
-      unpack8(vw.w[w], a);
-      MmaType<__half>::mma(st.acc[2 * w], a, b0, b1);
-      MmaType<__half>::mma(st.acc[2 * w + 1], a + 4, b0, b1);
-    }
-  };
+  // final per-lane state of either tier: output rows (dims 16 mt + g (+8)) for heads 2t, 2t + 1, not yet
+  // divided by l; running max m and full sum l of the two heads
+  float fin[KS][4];
+  float fm[2], fl[2];
 
   if (hp) {
     // ---------------------------------------------------------------- BF16 sink + recent tier
+    // q as the B operand: B[k = dim][n = head], lane holds head g, dims 16ks + 2t + {0,1,8,9}
+    uint32_t qb[KS][2];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float lo = 0.f, hi = 0.f;
+        if (g < G) {
+          lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]);
+          hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]);
+        }
+        qb[ks][h] = M::pack(lo, hi);
+      }
+    float m_[2] = {-1e30f, -1e30f}, l_[2] = {0.f, 0.f};
+    float acc[KS][4];
+#pragma unroll
+    for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     const int len = p.hp_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + p.n_hp - 1) / p.n_hp;
@@ -325,8 +278,29 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       c4[1] = r0 ? s[1] * p.scale_log2 : -INFINITY;
       c4[2] = r1 ? s[2] * p.scale_log2 : -INFINITY;
       c4[3] = r1 ? s[3] * p.scale_log2 : -INFINITY;
-      float alpha[2];
-      softmax(c4, alpha);
+      float mx0 = fmaxf(c4[0], c4[2]), mx1 = fmaxf(c4[1], c4[3]);
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+      }
+      const float n0 = fmaxf(m_[0], mx0), n1 = fmaxf(m_[1], mx1);
+      const float al0 = exp2f(m_[0] - n0), al1 = exp2f(m_[1] - n1);
+      m_[0] = n0;
+      m_[1] = n1;
+      c4[0] = exp2f(c4[0] - n0);
+      c4[1] = exp2f(c4[1] - n1);
+      c4[2] = exp2f(c4[2] - n0);
+      c4[3] = exp2f(c4[3] - n1);
+      l_[0] = l_[0] * al0 + c4[0] + c4[2];
+      l_[1] = l_[1] * al1 + c4[1] + c4[3];
+#pragma unroll
+      for (int i = 0; i < KS; i++) {
+        acc[i][0] *= al0;
+        acc[i][1] *= al1;
+        acc[i][2] *= al0;
+        acc[i][3] *= al1;
+      }
       const uint32_t b0 = movmatrix_t(M::pack(c4[0], c4[1]));
       const uint32_t b1 = movmatrix_t(M::pack(c4[2], c4[3]));
       // V^T as A: a0 = V[tok 2t][dim], V[tok 2t+1][dim] ...
@@ -342,161 +316,267 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         a[1] = ld(va0, ta, d1) | (ld(va1, ta + 1, d1) << 16);
         a[2] = ld(vb0, tb, d0) | (ld(vb1, tb + 1, d0) << 16);
         a[3] = ld(vb0, tb, d1) | (ld(vb1, tb + 1, d1) << 16);
-        M::mma(st.acc[mt], a, b0, b1);
+        M::mma(acc[mt], a, b0, b1);
       }
     }
-  } else if constexpr (STAGES > 0) {
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      l_[0] += __shfl_xor_sync(0xffffffffu, l_[0], o);
+      l_[1] += __shfl_xor_sync(0xffffffffu, l_[1], o);
+    }
+#pragma unroll
+    for (int i = 0; i < KS; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) fin[i][j] = acc[i][j];
+    fm[0] = m_[0];
+    fm[1] = m_[1];
+    fl[0] = l_[0];
+    fl[1] = l_[1];
+  } else {
     // ---------------------------------------------------------------- INT2 tier, cp.async ring
-    // Each warp streams its own tiles through a STAGES-deep shared-memory ring (cp.async, no registers
-    // held per tile in flight); block ids come 32 tiles ahead, one per lane, broadcast with a shuffle.
-    constexpr int TB = 8 * D + 128;  // K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
-    constexpr int CH = TB / 16;       // 16-byte chunks per tile
+    // q as the B operand in fp16, pre-scaled: B'[dim][head] = q * scale_log2 * 4^-P(dim) (exact power of 2
+    // on the fp16-rounded q * scale_log2), so that (1024 + 4^P c) * B' = 1024 B' + c q'. The score MMA starts
+    // from -Qoff = -1024 sum_dim B' (per head), leaving S = sum_dim c q'. QS = sum_dim q' for the zero point.
+    uint32_t qb[KS][2];
+    float qoff = 0.f, qsum = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float lo = 0.f, hi = 0.f;
+        if (g < G) {
+          lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]) * p.scale_log2;
+          hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]) * p.scale_log2;
+        }
+        const float f = 1.f / float(1 << (2 * (1 + h + 2 * (ks & 1))));  // 4^-P, P = 1 + h + 2 (ks & 1)
+        const uint32_t v = pack_h2(lo * f, hi * f);
+        qb[ks][h] = v;
+        const float blo = h2f_lo(v), bhi = h2f_hi(v);
+        qoff += 1024.f * (blo + bhi);
+        qsum += (blo + bhi) / f;
+      }
+    qoff += __shfl_xor_sync(0xffffffffu, qoff, 1);
+    qoff += __shfl_xor_sync(0xffffffffu, qoff, 2);
+    qsum += __shfl_xor_sync(0xffffffffu, qsum, 1);
+    qsum += __shfl_xor_sync(0xffffffffu, qsum, 2);
+    // the score fragment of lane (g, t) holds heads 2t, 2t + 1 (their sums sit in lanes 8t and 8t + 4)
+    float nq[4];  // score chain 0 starts at -Qoff of heads 2t, 2t + 1 (C fragment order)
+    nq[0] = nq[2] = -__shfl_sync(0xffffffffu, qoff, 8 * t);
+    nq[1] = nq[3] = -__shfl_sync(0xffffffffu, qoff, 8 * t + 4);
+    uint32_t k1024[4] = {0x64006400u, 0x64006400u, 0x64006400u, 0x64006400u};  // A operand of the sp MMA
+    const float qs0 = __shfl_sync(0xffffffffu, qsum, 8 * t), qs1 = __shfl_sync(0xffffffffu, qsum, 8 * t + 4);
+
+    // state: acc = O^T rows with the V offset 1024 * sum p' not yet removed (sp holds it, all rows equal);
+    // lz row 0 = sum p (l), row 1 = sum p z (lanes g = 0 / g = 1)
+    float acc[KS][4], sp[4] = {0.f, 0.f, 0.f, 0.f}, lz[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    float m0 = -1e30f, m1 = -1e30f;
+    // lz's A operand: row 0 = ones, row 1 = v_zero of the tile's tokens, other rows 0
+    const uint32_t lz_keep = g == 1 ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
+
     uint8_t* ring = smem_raw + warp * STAGES * TB;
-    const int sp = split - p.n_hp;
+    const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
+    const int sp_ = split - p.n_hp;
     const int len = p.int2_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + p.n_int2 - 1) / p.n_int2;
-    const int t0 = sp * per, t1 = min(t0 + per, ntile);
+    const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
     const int32_t* table = p.int2_table + b * p.int2_table_s;
     const int first = t0 + warp;
     const int nmine = first < t1 ? (t1 - first + NWARP - 1) / NWARP : 0;  // tiles of this warp
+    // the sequence's last tile is partial when len % 16 != 0: its local index in this warp, else -1
+    const int lastt = ntile - 1;
+    const int partial_k =
+        (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % NWARP == 0) ? (lastt - first) / NWARP : -1;
+    // per-lane sources of the three 16-byte cp.async of a tile: K codes, V codes, scale/zero (lanes 0..7)
+    const uint8_t* srck = p.k_codes + (int64_t)kvh * p.c_sh + 16 * lane;
+    const uint8_t* srcv = p.v_codes + (int64_t)kvh * p.c_sh + 16 * lane;
+    const int mi = (lane >> 1) & 3;
+    const __half* mt_ = mi == 0 ? p.k_scale : mi == 1 ? p.k_zero : mi == 2 ? p.v_scale : p.v_zero;
+    const uint8_t* srcm = reinterpret_cast<const uint8_t*>(mt_ + (int64_t)kvh * p.s_sh) + 16 * (lane & 1);
+    const uint32_t cblk = (uint32_t)p.c_sblk, sblk = (uint32_t)(p.s_sblk * 2);  // bytes per block (< 2^32)
     auto tbl = [&](int k) { return k < nmine ? table[first + k * NWARP] : 0; };
-    int blk_cur = 0, blk_nxt = tbl(lane);
-    auto issue = [&](int k) {
-      if ((k & 31) == 0) {
-        blk_cur = blk_nxt;
-        blk_nxt = tbl(k + 32 + lane);
-      }
-      const int blk = __shfl_sync(0xffffffffu, blk_cur, k & 31);
-      if (k < nmine) {
-        uint8_t* dst = ring + (k % STAGES) * TB;
-        for (int c = lane; c < CH; c += 32) {
-          const uint8_t* src;
-          if (c < D / 4) {
-            src = p.k_codes + (int64_t)blk * p.c_sblk + (int64_t)kvh * p.c_sh + c * 16;
-          } else if (c < D / 2) {
-            src = p.v_codes + (int64_t)blk * p.c_sblk + (int64_t)kvh * p.c_sh + (c - D / 4) * 16;
-          } else {
-            const int m = c - D / 2;
-            const __half* t = m < 2 ? p.k_scale : m < 4 ? p.k_zero : m < 6 ? p.v_scale : p.v_zero;
-            src = reinterpret_cast<const uint8_t*>(t + (int64_t)blk * p.s_sblk + (int64_t)kvh * p.s_sh) + (m & 1) * 16;
-          }
-          const uint32_t d32 = (uint32_t)__cvta_generic_to_shared(dst + c * 16);
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d32), "l"(src));
-        }
-      }
-      asm volatile("cp.async.commit_group;\n" ::);
+    // cp.async of tile k (local index) into the ring slot at shared address slot (this lane's 16 bytes)
+    auto issue = [&](int k, int blk, uint32_t slot) {
+      const bool ok = k < nmine;
+      cp_async16(slot, mad_wide(blk, cblk, srck), ok);
+      cp_async16(slot + 4 * D, mad_wide(blk, cblk, srcv), ok);
+      cp_async16(slot + 8 * D, mad_wide(blk, sblk, srcm), ok && lane < 8);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
-#pragma unroll
-    for (int k = 0; k < STAGES - 1; k++) issue(k);
-    for (int k = 0; k < nmine; k++) {
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+    const uint32_t ring_end = ring_s + STAGES * TB;
+    uint32_t slot = ring_s;
+    // one INT2 tile: wait for slot, read it, refill it with tile k + STAGES (block id blk_next), then the math
+    auto body = [&](auto probe_tag, int k, int blk_next) {
+      constexpr bool PROBE = decltype(probe_tag)::value;
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
       __syncwarp();
-      const uint8_t* src = ring + (k % STAGES) * TB;
-      Words<NW> kw, vw;
+      uint32_t kw[NW], vw[NW], ksc, kzr;
+      uint2 vsc, vzr;
+      // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
+      // and (2t + 8, 2t + 9)
+      const uint32_t base = slot - 16 * lane;
+      if constexpr (NW == 4) {
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(kw[0]), "=r"(kw[1]), "=r"(kw[2]), "=r"(kw[3]) : "r"(slot));
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4+%5];\n"
+                     : "=r"(vw[0]), "=r"(vw[1]), "=r"(vw[2]), "=r"(vw[3]) : "r"(slot), "n"(4 * D));
+      } else {
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(kw[0]), "=r"(kw[1]) : "r"(base + 8 * lane));
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vw[0]), "=r"(vw[1]) : "r"(base + 8 * lane), "n"(4 * D));
+      }
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(ksc) : "r"(base + 4 * g), "n"(8 * D));
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(kzr) : "r"(base + 4 * g), "n"(8 * D + 32));
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vsc.x), "=r"(vsc.y) : "r"(base + 8 * t), "n"(8 * D + 64));
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vzr.x), "=r"(vzr.y) : "r"(base + 8 * t), "n"(8 * D + 96));
+      __syncwarp();  // every lane has read this stage before it is refilled
+      issue(k + STAGES, blk_next, slot);
+      slot = slot + TB == ring_end ? ring_s : slot + TB;
+      if constexpr (PROBE) {  // keep the loads alive without the math
+        lz[0] += __uint_as_float((kw[0] ^ vw[NW - 1] ^ ksc ^ kzr ^ vsc.x ^ vzr.y) & 0x3f800000u);
+        return;
+      } else {
+      // scores (tokens on M, heads on N), two accumulator chains; chain 0 starts at -Qoff
+      float s0[4], s1[4];
 #pragma unroll
       for (int w = 0; w < NW; w++) {
-        kw.w[w] = reinterpret_cast<const uint32_t*>(src + lane * (NW * 4))[w];
-        vw.w[w] = reinterpret_cast<const uint32_t*>(src + 4 * D + lane * (NW * 4))[w];
-      }
-      const uint32_t* meta = reinterpret_cast<const uint32_t*>(src + 8 * D);
-      const uint32_t ksc = meta[g], kz = meta[8 + g], vsc = meta[16 + g], vz = meta[24 + g];
-      __syncwarp();  // every lane has read stage k % STAGES before it is refilled below
-      issue(k + STAGES - 1);
-      if (p.probe) {  // keep the loads alive without the math
-        st.z[0] += __uint_as_float((kw.w[0] ^ vw.w[NW - 1] ^ ksc ^ kz ^ vsc ^ vz) & 0x3f800000u);
-        continue;
-      }
-      int2_tile(kw, vw, ksc, kz, vsc, vz, first + k * NWARP);
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::);
-  } else {
-    // ---------------------------------------------------------------- INT2 history tier
-    const int sp = split - p.n_hp;
-    const int len = p.int2_lens[b];
-    const int ntile = (len + kTile - 1) / kTile;
-    const int per = (ntile + p.n_int2 - 1) / p.n_int2;
-    const int t0 = sp * per, t1 = min(t0 + per, ntile);
-    const int32_t* table = p.int2_table + b * p.int2_table_s;
-    const int64_t hoff_c = (int64_t)kvh * p.c_sh + lane * (NW * 4);
-    const int64_t hoff_s = (int64_t)kvh * p.s_sh + 2 * g;
-    Words<NW> kbuf[NPRE], vbuf[NPRE];
-    uint32_t mbuf[NPRE][4];
-    int blk[NPRE];
-    // prologue: block ids of the first NPRE tiles of this warp, then their data, then the next ids
-#pragma unroll
-    for (int j = 0; j < NPRE; j++) {
-      const int tile = t0 + warp + j * NWARP;
-      blk[j] = tile < t1 ? table[tile] : 0;
-    }
-#pragma unroll
-    for (int j = 0; j < NPRE; j++) {
-      const int tile = t0 + warp + j * NWARP;
-      if (tile < t1) {
-        const int64_t cb = (int64_t)blk[j] * p.c_sblk + hoff_c;
-        const int64_t sb = (int64_t)blk[j] * p.s_sblk + hoff_s;
-        kbuf[j] = load_words<NW>(p.k_codes + cb);
-        vbuf[j] = load_words<NW>(p.v_codes + cb);
-        mbuf[j][0] = __ldcs(reinterpret_cast<const unsigned int*>(p.k_scale + sb));
-        mbuf[j][1] = __ldcs(reinterpret_cast<const unsigned int*>(p.k_zero + sb));
-        mbuf[j][2] = __ldcs(reinterpret_cast<const unsigned int*>(p.v_scale + sb));
-        mbuf[j][3] = __ldcs(reinterpret_cast<const unsigned int*>(p.v_zero + sb));
-      }
-      const int nxt = tile + NPRE * NWARP;
-      blk[j] = nxt < t1 ? table[nxt] : 0;
-    }
-    for (int base = t0 + warp; base < t1; base += NPRE * NWARP) {
-#pragma unroll
-      for (int j = 0; j < NPRE; j++) {
-        const int tile = base + j * NWARP;
-        if (tile < t1) {
-          const Words<NW> kw = kbuf[j], vw = vbuf[j];
-          const uint32_t ksc = mbuf[j][0], kz = mbuf[j][1], vsc = mbuf[j][2], vz = mbuf[j][3];
-          // refill this stage with the tile NPRE steps ahead, and fetch the block id after it
-          const int nxt = tile + NPRE * NWARP;
-          if (nxt < t1) {
-            const int64_t cb = (int64_t)blk[j] * p.c_sblk + hoff_c;
-            const int64_t sb = (int64_t)blk[j] * p.s_sblk + hoff_s;
-            kbuf[j] = load_words<NW>(p.k_codes + cb);
-            vbuf[j] = load_words<NW>(p.v_codes + cb);
-            mbuf[j][0] = __ldcs(reinterpret_cast<const unsigned int*>(p.k_scale + sb));
-            mbuf[j][1] = __ldcs(reinterpret_cast<const unsigned int*>(p.k_zero + sb));
-            mbuf[j][2] = __ldcs(reinterpret_cast<const unsigned int*>(p.v_scale + sb));
-            mbuf[j][3] = __ldcs(reinterpret_cast<const unsigned int*>(p.v_zero + sb));
-            const int nn = nxt + NPRE * NWARP;
-            blk[j] = nn < t1 ? table[nn] : 0;
-          }
-          int2_tile(kw, vw, ksc, kz, vsc, vz, tile);
+        uint32_t a[8];
+        unpack8(kw[w], a);
+        // register o[4 s + P - 1]: s = row half (token + 8), P - 1 = 2 u + column half (dim + 8)
+        if (w == 0) {
+          mma_f16(s0, a[0], a[4], a[1], a[5], qb[0][0], qb[0][1], nq[0], nq[1], nq[2], nq[3]);
+          mma_f16(s1, a[2], a[6], a[3], a[7], qb[1][0], qb[1][1], 0.f, 0.f, 0.f, 0.f);
+        } else {
+          mma_f16(s0, a[0], a[4], a[1], a[5], qb[2 * w][0], qb[2 * w][1], s0[0], s0[1], s0[2], s0[3]);
+          mma_f16(s1, a[2], a[6], a[3], a[7], qb[2 * w + 1][0], qb[2 * w + 1][1], s1[0], s1[1], s1[2], s1[3]);
         }
       }
+      const float ks0 = h2f_lo(ksc), ks1 = h2f_hi(ksc), kz0 = h2f_lo(kzr), kz1 = h2f_hi(kzr);
+      // logits relative to the running max: e = ks S + kz QS - m (tokens g, g + 8 x heads 2t, 2t + 1)
+      float e[4];
+      e[0] = fmaf(ks0, s0[0] + s1[0], fmaf(kz0, qs0, -m0));
+      e[1] = fmaf(ks0, s0[1] + s1[1], fmaf(kz0, qs1, -m1));
+      e[2] = fmaf(ks1, s0[2] + s1[2], fmaf(kz1, qs0, -m0));
+      e[3] = fmaf(ks1, s0[3] + s1[3], fmaf(kz1, qs1, -m1));
+      uint32_t vs_a = vsc.x, vs_b = vsc.y, vz_a = vzr.x, vz_b = vzr.y;
+      const bool special = k == partial_k || (k & (kFlush - 1)) == kFlush - 1;
+      if (__any_sync(0xffffffffu, special || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
+        // slow path (warp-uniform): exact logits, mask of the partial tile, new running max, rescale, and
+        // fold the V offset into acc
+        float c[4];
+        c[0] = fmaf(ks0, s0[0] + s1[0], kz0 * qs0);
+        c[1] = fmaf(ks0, s0[1] + s1[1], kz0 * qs1);
+        c[2] = fmaf(ks1, s0[2] + s1[2], kz1 * qs0);
+        c[3] = fmaf(ks1, s0[3] + s1[3], kz1 * qs1);
+        if (k == partial_k) {
+          const int valid = len - lastt * kTile;
+          if (g >= valid) c[0] = c[1] = -INFINITY;
+          if (g + 8 >= valid) c[2] = c[3] = -INFINITY;
+          // masked tokens get p = 0; zero their V scale / zero too (stale slots may hold anything)
+          const int ta = 2 * t, tb = 2 * t + 8;
+          const uint32_t ma = (ta < valid ? 0xffffu : 0u) | (ta + 1 < valid ? 0xffff0000u : 0u);
+          const uint32_t mb = (tb < valid ? 0xffffu : 0u) | (tb + 1 < valid ? 0xffff0000u : 0u);
+          vs_a &= ma; vz_a &= ma; vs_b &= mb; vz_b &= mb;
+        }
+        float mx0 = fmaxf(c[0], c[2]), mx1 = fmaxf(c[1], c[3]);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+        }
+        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+        const float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        e[0] = c[0] - n0;
+        e[1] = c[1] - n1;
+        e[2] = c[2] - n0;
+        e[3] = c[3] - n1;
+        const float nb0 = -sp[0] * al0, nb1 = -sp[1] * al1;
+#pragma unroll
+        for (int i = 0; i < KS; i++) {
+          acc[i][0] = fmaf(acc[i][0], al0, nb0);
+          acc[i][1] = fmaf(acc[i][1], al1, nb1);
+          acc[i][2] = fmaf(acc[i][2], al0, nb0);
+          acc[i][3] = fmaf(acc[i][3], al1, nb1);
+        }
+        sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
+        lz[0] *= al0;
+        lz[1] *= al1;
+      }
+      // p in fp16, moved from the score (C) fragment to the B fragment: lane holds tokens 2t, 2t+1 (b0) and
+      // 2t+8, 2t+9 (b1) of head g
+      const uint32_t pm0 = movmatrix_t(pack_h2(ex2(e[0]), ex2(e[1])));
+      const uint32_t pm1 = movmatrix_t(pack_h2(ex2(e[2]), ex2(e[3])));
+      // l and sum p z: one MMA (rows 0 / 1 of A = ones / v_zero)
+      mma_f16(lz, lop3_and_or(vz_a, lz_keep, lz_ones), 0u, lop3_and_or(vz_b, lz_keep, lz_ones), 0u, pm0, pm1, lz[0],
+              lz[1], lz[2], lz[3]);
+      // p' = p * v_scale (fp16), the B operand of O^T += V^T P'; sp += 1024 sum p' (A = 1024 everywhere)
+      const uint32_t b0 = hmul2(pm0, vs_a), b1 = hmul2(pm1, vs_b);
+      mma_f16(sp, k1024[0], k1024[1], k1024[2], k1024[3], b0, b1, sp[0], sp[1], sp[2], sp[3]);
+#pragma unroll
+      for (int w = 0; w < NW; w++) {
+        uint32_t a[8];
+        unpack8(vw[w], a);
+        // register o[4 s + P - 1]: s = column half (token + 8), P - 1 = 2 u + row half (dim + 8)
+        mma_f16(acc[2 * w], a[0], a[1], a[4], a[5], b0, b1, acc[2 * w][0], acc[2 * w][1], acc[2 * w][2], acc[2 * w][3]);
+        mma_f16(acc[2 * w + 1], a[2], a[3], a[6], a[7], b0, b1, acc[2 * w + 1][0], acc[2 * w + 1][1],
+                acc[2 * w + 1][2], acc[2 * w + 1][3]);
+      }
+      }
+    };
+    // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
+    int ta = tbl(lane), tb = tbl(32 + lane);
+#pragma unroll
+    for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
+    auto loop = [&](auto probe_tag) {
+      for (int kc = 0; kc < nmine; kc += 32) {
+        int k = kc;
+        const int e1 = min(kc + 32 - STAGES, nmine), e2 = min(kc + 32, nmine);
+        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
+        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
+        ta = tb;
+        tb = tbl(kc + 64 + lane);
+      }
+    };
+    if (p.probe) loop(std::true_type{});
+    else loop(std::false_type{});
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
+    const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
+    const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
+#pragma unroll
+    for (int i = 0; i < KS; i++) {
+      // rows 16 i + g: P = 1 + 2 (i & 1); rows 16 i + g + 8: P + 1
+      const float u0 = 1.f / float(1 << (2 * (1 + 2 * (i & 1)))), u1 = u0 * 0.25f;
+      fin[i][0] = (acc[i][0] - sp[0]) * u0 + z0;
+      fin[i][1] = (acc[i][1] - sp[1]) * u0 + z1;
+      fin[i][2] = (acc[i][2] - sp[2]) * u1 + z0;
+      fin[i][3] = (acc[i][3] - sp[3]) * u1 + z1;
     }
+    fm[0] = m0;
+    fm[1] = m1;
+    fl[0] = l0;
+    fl[1] = l1;
   }
 
-  // ---- reduce the per-lane partial sums over the 8 lanes (g) that share a head
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], o);
-      st.z[h] += __shfl_xor_sync(0xffffffffu, st.z[h], o);
-    }
-  }
   __syncthreads();  // all warps are done with the ring before it becomes sm_o
   float (*sm_o)[8][D] = reinterpret_cast<float (*)[8][D]>(smem_raw);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
   __shared__ int sm_last;
 #pragma unroll
   for (int mt = 0; mt < KS; mt++) {
-    sm_o[warp][2 * t][16 * mt + g] = st.acc[mt][0] + st.z[0];
-    sm_o[warp][2 * t + 1][16 * mt + g] = st.acc[mt][1] + st.z[1];
-    sm_o[warp][2 * t][16 * mt + g + 8] = st.acc[mt][2] + st.z[0];
-    sm_o[warp][2 * t + 1][16 * mt + g + 8] = st.acc[mt][3] + st.z[1];
+    sm_o[warp][2 * t][16 * mt + g] = fin[mt][0];
+    sm_o[warp][2 * t + 1][16 * mt + g] = fin[mt][1];
+    sm_o[warp][2 * t][16 * mt + g + 8] = fin[mt][2];
+    sm_o[warp][2 * t + 1][16 * mt + g + 8] = fin[mt][3];
   }
   if (g == 0) {
-    sm_m[warp][2 * t] = st.m[0];
-    sm_m[warp][2 * t + 1] = st.m[1];
-    sm_l[warp][2 * t] = st.l[0];
-    sm_l[warp][2 * t + 1] = st.l[1];
+    sm_m[warp][2 * t] = fm[0];
+    sm_m[warp][2 * t + 1] = fm[1];
+    sm_l[warp][2 * t] = fl[0];
+    sm_l[warp][2 * t + 1] = fl[1];
   }
   __syncthreads();
   float* opart = p.o_part + ((int64_t)bh * NS + split) * G * D;
@@ -551,16 +631,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s = 0; s < NS; s++) {
-      const float wt = w[s * G + h];
-      if (wt != 0.f) {
-        const float4 o = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + h) * D + d));
-        acc.x += wt * o.x;
-        acc.y += wt * o.y;
-        acc.z += wt * o.z;
-        acc.w += wt * o.w;
-      }
+    // 16 loads in flight per thread (the partials sit in L2; latency, not bandwidth, bounds this loop)
+    for (int s0 = 0; s0 < NS; s0 += 16) {
+      float4 o[16];
+#pragma unroll
+      for (int j = 0; j < 16; j++)
+        if (s0 + j < NS) o[j] = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)(s0 + j) * G + h) * D + d));
+#pragma unroll
+      for (int j = 0; j < 16; j++)
+        if (s0 + j < NS) {
+          const float wt = w[(s0 + j) * G + h];  // 0 for empty splits, whose partial is 0
+          acc.x += wt * o[j].x;
+          acc.y += wt * o[j].y;
+          acc.z += wt * o[j].z;
+          acc.w += wt * o[j].w;
+        }
     }
     T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
     dst[0] = M::from_float(acc.x);
@@ -591,14 +676,25 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
     uint32_t a[E];
 #pragma unroll
     for (int e = 0; e < E; e++) a[e] = __float_as_uint(fabsf(x[e]));
+    // largest res with #{|x| < res} <= clip, two bits per step (three independent counts; |x| < 2^31)
     uint32_t res = 0;
-    for (int bit = 30; bit >= 0; bit--) {
-      const uint32_t cand = res | (1u << bit);
+    for (int bit = 29; bit >= 1; bit -= 2) {
+      int c[3] = {0, 0, 0};
+#pragma unroll
+      for (int j = 0; j < 3; j++) {
+        const uint32_t cand = res | ((uint32_t)(j + 1) << bit);
+#pragma unroll
+        for (int e = 0; e < E; e++) c[j] += a[e] < cand;
+      }
+      const int c1 = __reduce_add_sync(0xffffffffu, c[0]), c2 = __reduce_add_sync(0xffffffffu, c[1]),
+                c3 = __reduce_add_sync(0xffffffffu, c[2]);
+      res |= (uint32_t)(c3 <= clip ? 3 : c2 <= clip ? 2 : c1 <= clip ? 1 : 0) << bit;
+    }
+    {  // bit 0
       int c = 0;
 #pragma unroll
-      for (int e = 0; e < E; e++) c += a[e] < cand;
-      c = __reduce_add_sync(0xffffffffu, c);
-      if (c <= clip) res = cand;
+      for (int e = 0; e < E; e++) c += a[e] < (res | 1u);
+      if (__reduce_add_sync(0xffffffffu, c) <= clip) res |= 1u;
     }
     const float tau = __uint_as_float(res);
 #pragma unroll
@@ -624,8 +720,9 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
   if (lane == 0) { *sc = s; *zr = z; }
 }
 
-constexpr int kAppendWarps = 16;  // one warp per row of a page (K then V)
+constexpr int kAppendWarps = 16;  // one warp per row of a page
 
+// grid (2 n_pages + row CTAs, hkv): CTA 2 pg + which quantizes the K (which = 0) or V page pg of one head
 template <typename T, int D>
 __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendParams p) {
   constexpr int E = D / 32;
@@ -633,63 +730,68 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   const int h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   using M = MmaType<T>;
-  if (p.do_pages && (int)blockIdx.x < p.n_pages) {
-    const int pg = blockIdx.x;
-    __shared__ uint8_t codes[2][kTile][D];
-    __shared__ __half scz[4][kTile];
+  pdl_begin();
+  if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages) {
+    const int pg = blockIdx.x >> 1, which = blockIdx.x & 1;
+    __shared__ uint8_t codes[kTile][D];
+    __shared__ __half scz[2][kTile];
     for (int r = warp; r < kTile; r += kAppendWarps) {
       const int64_t src = p.page_src[pg * kTile + r];
-      const T *kr, *vr;
+      const T* xr;
       if (src >= 0) {
         const int64_t off = (src / kTile) * p.h_sblk + h * p.h_sh + (src % kTile) * p.h_srow;
-        kr = reinterpret_cast<const T*>(p.k_hp) + off;
-        vr = reinterpret_cast<const T*>(p.v_hp) + off;
+        xr = reinterpret_cast<const T*>(which ? p.v_hp : p.k_hp) + off;
       } else {
         const int64_t row = -(src + 1);
-        kr = reinterpret_cast<const T*>(p.k) + row * p.k_sr + h * p.k_sh;
-        vr = reinterpret_cast<const T*>(p.v) + row * p.v_sr + h * p.v_sh;
+        xr = which ? reinterpret_cast<const T*>(p.v) + row * p.v_sr + h * p.v_sh
+                   : reinterpret_cast<const T*>(p.k) + row * p.k_sr + h * p.k_sh;
       }
-      float xk[E], xv[E];
+      float x[E];
 #pragma unroll
-      for (int e = 0; e < E; e++) { xk[e] = M::to_float(kr[lane + 32 * e]); xv[e] = M::to_float(vr[lane + 32 * e]); }
-      // tile16 token order for scale / zero: stored index 2 * (r % 8) + r / 8
-      const int si = 2 * (r & 7) + (r >> 3);
-      quant_row<D>(xk, p.clip_k, lane, codes[0][r], &scz[0][si], &scz[1][si]);
-      quant_row<D>(xv, p.clip_v, lane, codes[1][r], &scz[2][si], &scz[3][si]);
+      for (int e = 0; e < E; e++) x[e] = M::to_float(xr[lane + 32 * e]);
+      // tile16 token order for scale / zero: K stored index 2 (r % 8) + r / 8 (order 0, 8, 1, 9, ...);
+      // V stored index 4 ((r % 8) / 2) + 2 (r / 8) + r % 2 (order 0, 1, 8, 9, 2, 3, 10, 11, ...)
+      const int si = which ? 4 * ((r & 7) >> 1) + 2 * (r >> 3) + (r & 1) : 2 * (r & 7) + (r >> 3);
+      quant_row<D>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si]);
     }
     __syncthreads();
     const int64_t blk = p.page_dst[pg];
-    if (warp < 2) {  // warp 0 packs K, warp 1 packs V
+    if (warp == 0) {  // pack the page's codes into lane fragments
       const int g = lane >> 2, t = lane & 3;
       uint32_t words[NW];
 #pragma unroll
       for (int w = 0; w < NW; w++) {
         uint32_t word = 0;
+        // field (read variant sv, half e, position P) at bit 16e + 2P (sv = 0), 8 + 2P (sv = 1, e = 0),
+        // (24 + 2P) mod 32 (sv = 1, e = 1); u = (P - 1) >> 1, x = (P - 1) & 1 (layout.py has the same map)
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-          const int i = j & 7, half = j >> 3, step = 2 * w + (i >> 2), r = i & 3;
-          const int row = g + 8 * (r & 1), col = 2 * t + 8 * (r >> 1) + half;
-          const uint32_t c = warp == 0 ? codes[0][row][16 * step + col] : codes[1][col][16 * step + row];
-          word |= c << (2 * j);
-        }
+        for (int sv = 0; sv < 2; sv++)
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+#pragma unroll
+            for (int P = 1; P <= 4; P++) {
+              const int u = (P - 1) >> 1, x = (P - 1) & 1;
+              const int bit = sv == 0 ? 16 * e + 2 * P : (e == 0 ? 8 + 2 * P : (24 + 2 * P) & 31);
+              const uint32_t c = which == 0 ? codes[g + 8 * sv][16 * (2 * w + u) + 8 * x + 2 * t + e]
+                                            : codes[2 * t + 8 * sv + e][16 * (2 * w + u) + 8 * x + g];
+              word |= c << bit;
+            }
         words[w] = word;
       }
-      uint8_t* dst = (warp == 0 ? p.k_codes : p.v_codes) + blk * p.c_sblk + h * p.c_sh + lane * (NW * 4);
+      uint8_t* dst = (which == 0 ? p.k_codes : p.v_codes) + blk * p.c_sblk + h * p.c_sh + lane * (NW * 4);
       uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
 #pragma unroll
       for (int w = 0; w < NW; w++) d32[w] = words[w];
-    } else if (warp == 2 && lane < kTile) {
+    } else if (warp == 1 && lane < kTile) {
       const int64_t so = blk * p.s_sblk + h * p.s_sh + lane;
-      p.k_scale[so] = scz[0][lane];
-      p.k_zero[so] = scz[1][lane];
-      p.v_scale[so] = scz[2][lane];
-      p.v_zero[so] = scz[3][lane];
+      (which ? p.v_scale : p.k_scale)[so] = scz[0][lane];
+      (which ? p.v_zero : p.k_zero)[so] = scz[1][lane];
     }
     return;
   }
   if (!p.do_rows) return;
   // row copies: one warp per (row, head)
-  const int r = (blockIdx.x - (p.do_pages ? p.n_pages : 0)) * kAppendWarps + warp;
+  const int r = (blockIdx.x - (p.do_pages ? 2 * p.n_pages : 0)) * kAppendWarps + warp;
   if (r >= p.n_rows) return;
   const int64_t slot = p.hp_slots[r];
   if (slot < 0) return;
@@ -702,38 +804,54 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   for (int e = 0; e < E; e++) { kd[lane + 32 * e] = kr[lane + 32 * e]; vd[lane + 32 * e] = vr[lane + 32 * e]; }
 }
 
-template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
-int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream) {
-  dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  int2_decode_kernel<T, D, NWARP, NPRE, MINB, STAGES><<<grid, NWARP * 32, 0, stream>>>(p);
-  return (int)cudaGetLastError();
+// launch with (pdl = 1) or without the programmatic-dependent-launch attribute
+template <typename... A>
+int launch(void (*kernel)(A...), dim3 grid, dim3 block, cudaStream_t stream, int pdl, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  return e != cudaSuccess ? (int)e : (int)cudaGetLastError();
 }
 
-template <typename T, int D, int NWARP, int NPRE, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
+int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
+  dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
+  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES>, grid, dim3(NWARP * 32), stream, pdl, p);
+}
+
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int occupancy() {
   int n = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, NPRE, MINB, STAGES>, NWARP * 32, 0);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32, 0);
   return n;
 }
 
 }  // namespace
 
-// Variants (head_dim 128 | 64): 0 = register ring, 4 tiles in flight per warp (3 | 4 CTAs/SM);
-// 1 = cp.async ring of 8 tiles per warp (3 | 4 CTAs/SM); 2 = cp.async ring of 6 (4 CTAs/SM);
-// 3 = cp.async ring of 10 (3 | 4 CTAs/SM). dtype: 0 = bf16, 1 = fp16.
-#define OSCAR_TABLE(F, T)                                                  \
-  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 3, 0>ARGS;   \
-  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 1, 3, 8>ARGS;   \
-  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 1, 4, 6>ARGS;   \
-  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 1, 3, 10>ARGS;  \
-  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0>ARGS;     \
-  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 1, 4, 8>ARGS;     \
-  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 1, 4, 6>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 1, 4, 10>ARGS;
+// Variants: how deep each warp's cp.async ring is (tiles in flight per warp): 0 = 4, 1 = 8, 2 = 6, 3 = 10;
+// 4 warps per CTA. dtype: 0 = bf16, 1 = fp16.
+#define OSCAR_TABLE(F, T)                                               \
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;
 
-extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream) {
+extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
+                                 int pdl) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-#define ARGS (*p, batch, s)
+#define ARGS (*p, batch, s, pdl)
   if (dtype == 0) { OSCAR_TABLE(launch_decode, __nv_bfloat16) }
   if (dtype == 1) { OSCAR_TABLE(launch_decode, __half) }
 #undef ARGS
@@ -748,18 +866,17 @@ extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant)
   return -1;
 }
 
-extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream) {
+extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream, int pdl) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   const int row_ctas = p->do_rows ? (p->n_rows + kAppendWarps - 1) / kAppendWarps : 0;
-  const int page_ctas = p->do_pages ? p->n_pages : 0;
+  const int page_ctas = p->do_pages ? 2 * p->n_pages : 0;
   if (row_ctas + page_ctas == 0) return 0;
-  dim3 grid(row_ctas + page_ctas, p->hkv);
-  if (dtype == 0 && head_dim == 128) append_kernel<__nv_bfloat16, 128><<<grid, kAppendWarps * 32, 0, s>>>(*p);
-  else if (dtype == 0 && head_dim == 64) append_kernel<__nv_bfloat16, 64><<<grid, kAppendWarps * 32, 0, s>>>(*p);
-  else if (dtype == 1 && head_dim == 128) append_kernel<__half, 128><<<grid, kAppendWarps * 32, 0, s>>>(*p);
-  else if (dtype == 1 && head_dim == 64) append_kernel<__half, 64><<<grid, kAppendWarps * 32, 0, s>>>(*p);
-  else return -1;
-  return (int)cudaGetLastError();
+  dim3 grid(row_ctas + page_ctas, p->hkv), block(kAppendWarps * 32);
+  if (dtype == 0 && head_dim == 128) return launch(append_kernel<__nv_bfloat16, 128>, grid, block, s, pdl, *p);
+  if (dtype == 0 && head_dim == 64) return launch(append_kernel<__nv_bfloat16, 64>, grid, block, s, pdl, *p);
+  if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128>, grid, block, s, pdl, *p);
+  if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64>, grid, block, s, pdl, *p);
+  return -1;
 }
 
 extern "C" int oscar_params_sizes(int* out2) {

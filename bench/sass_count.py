@@ -1,0 +1,137 @@
+"""Count SASS instructions of the INT2 decode loop (issue 7): reproducible per-tile instruction counts.
+
+    python bench/sass_count.py [--cubin X.cubin] [--kernel SUBSTR] [--arch sm_90a] [--hist]
+
+Without --cubin it compiles src/oscarkv/kernels/cuda/int2_paged.cu with cuda_ops' flags for one arch into a
+cubin (no GPU needed; cuobjdump is taken from PATH or from triton's bundled copy). For each matching
+kernel it finds the loop that holds the INT2 tile math (the innermost backward branch whose body holds the
+most HMMA/LOP3) and prints: static instructions in the loop body, the tiles one iteration covers (HMMA
+count / MMAs per tile), per-tile count, the body's forward-branch regions (conditional blocks, e.g. the
+softmax rescale) and, with --hist, an opcode histogram. The "hot path" count leaves out conditional
+blocks whose skip branch jumps over them (rescale / probe / refill tails), i.e. a steady-state iteration.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src/oscarkv/kernels/cuda/int2_paged.cu"
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+def tool(name: str) -> str:
+    p = shutil.which(name)
+    if p:
+        return p
+    try:
+        import triton  # bundled nvidia tools
+        q = Path(triton.__file__).parent / "backends/nvidia/bin" / name
+        if q.exists():
+            return str(q)
+    except ImportError:
+        pass
+    sys.exit(f"{name} not found")
+
+
+def compile_cubin(arch: str, extra: list[str]) -> Path:
+    out = Path(tempfile.mkdtemp()) / "k.cubin"
+    cmd = ["nvcc", "-O3", "-std=c++17", "-lineinfo", "-gencode", f"arch=compute_{arch[3:]},code={arch}", "-cubin",
+           "-o", str(out), str(SRC), *extra]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def functions(sass: str):
+    cur, body = None, []
+    for line in sass.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            if cur:
+                yield cur, body
+            cur, body = m.group(1), []
+            continue
+        m = LINE.search(line)
+        if m and cur:
+            body.append((int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
+    if cur:
+        yield cur, body
+
+
+def analyse(name: str, ins, mma_per_tile: int, hist: bool):
+    addr = {a: i for i, (a, *_ ) in enumerate(ins)}
+    loops = []
+    for i, (a, pred, op, args) in enumerate(ins):
+        if op.startswith("BRA"):
+            m = re.match(r"(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))", args)
+            if m and m.group(1):
+                tgt = int(m.group(1), 16)
+                if tgt <= a and tgt in addr:
+                    loops.append((addr[tgt], i))
+    best = None
+    for lo, hi in loops:
+        body = ins[lo:hi + 1]
+        n_mma = sum(op.startswith("HMMA") for _, _, op, _ in body)
+        n_lop = sum(op.startswith("LOP3") for _, _, op, _ in body)
+        n_hfma = sum(op.startswith("HFMA2") for _, _, op, _ in body)
+        if n_mma < 16 or n_lop + n_hfma < 56:  # the INT2 loop unpacks 64 words (LOP3 [+ HFMA2]); the BF16 loop has ~36 LOP3
+            continue
+        key = hi - lo
+        if best is None or key < best[0]:  # the innermost loop with the unpack + MMA
+            best = (key, lo, hi, n_mma)
+    if best is None:
+        print(f"{name}: no INT2 loop found")
+        return
+    _, lo, hi, n_mma = best
+    body = ins[lo:hi + 1]
+    # conditional regions: forward branches inside the body that skip a block
+    skipped = set()
+    regions = []
+    for j, (a, pred, op, args) in enumerate(body):
+        if op.startswith("BRA") and pred:
+            m = re.match(r"0x([0-9a-f]+)", args)
+            if m:
+                tgt = int(m.group(1), 16)
+                if a < tgt <= body[-1][0]:
+                    k = addr[tgt] - lo
+                    blk = body[j + 1:k]
+                    ops = collections.Counter(o.split(".")[0] for _, _, o, _ in blk)
+                    regions.append((a, tgt, len(blk), ops.most_common(4)))
+                    if not any(o.startswith("HMMA") for _, _, o, _ in blk):  # the tile math is the hot path
+                        skipped.update(range(j + 1, k))
+    tiles = n_mma / mma_per_tile
+    hot = len(body) - len(skipped)
+    print(f"{name}\n  loop body 0x{body[0][0]:x}-0x{body[-1][0]:x}: {len(body)} static instr, {n_mma} HMMA "
+          f"= {tiles:g} tile(s) -> {len(body) / tiles:.0f} per tile; hot path (conditional blocks skipped) "
+          f"{hot} -> {hot / tiles:.0f} per tile")
+    for a, tgt, n, ops in regions:
+        print(f"    cond block 0x{a:x}->0x{tgt:x}: {n} instr {ops}")
+    hot_ops = collections.Counter(body[j][2].split(".")[0] for j in range(len(body)) if j not in skipped)
+    if hist:
+        print("  hot-path opcodes per tile:", ", ".join(f"{o} {c / tiles:g}" for o, c in hot_ops.most_common()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cubin")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--kernel", default="int2_decode_kernelI13__nv_bfloat16Li128")
+    ap.add_argument("--mma-per-tile", type=int, default=16, help="HMMA per 16-token tile (K + V, head_dim 128)")
+    ap.add_argument("--hist", action="store_true")
+    ap.add_argument("nvcc_extra", nargs="*")
+    a = ap.parse_args()
+    cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra)
+    sass = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    for name, ins in functions(sass):
+        if a.kernel in name:
+            analyse(name, ins, a.mma_per_tile, a.hist)
+
+
+if __name__ == "__main__":
+    main()
