@@ -389,8 +389,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int lastt = ntile - 1;
     const int partial_k =
         (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % NWARP == 0) ? (lastt - first) / NWARP : -1;
-    // per-lane sources of the three 16-byte cp.async of a tile: K codes, V codes, scale/zero (lanes 0..7)
-    const uint8_t* srck = p.k_codes + (int64_t)kvh * p.c_sh + 16 * lane;
+    // per-lane sources of the 16-byte cp.async of a tile. D = 128: K codes (512 B, lane l copies bytes
+    // [16l, 16l + 16)), V codes likewise, scale/zero (lanes 0..7). D = 64: K and V codes (256 B each) in one
+    // cp.async (lanes 0..15 K, 16..31 V, which land contiguously in the ring), then scale/zero.
+    const uint8_t* srck = NW == 4 ? p.k_codes + (int64_t)kvh * p.c_sh + 16 * lane
+                                  : (lane < 16 ? p.k_codes : p.v_codes) + (int64_t)kvh * p.c_sh + 16 * (lane & 15);
     const uint8_t* srcv = p.v_codes + (int64_t)kvh * p.c_sh + 16 * lane;
     const int mi = (lane >> 1) & 3;
     const __half* mt_ = mi == 0 ? p.k_scale : mi == 1 ? p.k_zero : mi == 2 ? p.v_scale : p.v_zero;
@@ -401,7 +404,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto issue = [&](int k, int blk, uint32_t slot) {
       const bool ok = k < nmine;
       cp_async16(slot, mad_wide(blk, cblk, srck), ok);
-      cp_async16(slot + 4 * D, mad_wide(blk, cblk, srcv), ok);
+      if constexpr (NW == 4) cp_async16(slot + 4 * D, mad_wide(blk, cblk, srcv), ok);
       cp_async16(slot + 8 * D, mad_wide(blk, sblk, srcm), ok && lane < 8);
       asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
@@ -419,17 +422,20 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       const uint32_t base = slot - 16 * lane;
       if constexpr (NW == 4) {
         asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(kw[0]), "=r"(kw[1]), "=r"(kw[2]), "=r"(kw[3]) : "r"(slot));
+                     : "=r"(kw[0]), "=r"(kw[1]), "=r"(kw[2]), "=r"(kw[3]) : "r"(slot) : "memory");
         asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4+%5];\n"
-                     : "=r"(vw[0]), "=r"(vw[1]), "=r"(vw[2]), "=r"(vw[3]) : "r"(slot), "n"(4 * D));
+                     : "=r"(vw[0]), "=r"(vw[1]), "=r"(vw[2]), "=r"(vw[3]) : "r"(slot), "n"(4 * D) : "memory");
       } else {
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(kw[0]), "=r"(kw[1]) : "r"(base + 8 * lane));
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vw[0]), "=r"(vw[1]) : "r"(base + 8 * lane), "n"(4 * D));
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(kw[0]), "=r"(kw[1]) : "r"(base + 8 * lane) : "memory");
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vw[0]), "=r"(vw[1]) : "r"(base + 8 * lane), "n"(4 * D)
+                     : "memory");
       }
-      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(ksc) : "r"(base + 4 * g), "n"(8 * D));
-      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(kzr) : "r"(base + 4 * g), "n"(8 * D + 32));
-      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vsc.x), "=r"(vsc.y) : "r"(base + 8 * t), "n"(8 * D + 64));
-      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vzr.x), "=r"(vzr.y) : "r"(base + 8 * t), "n"(8 * D + 96));
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(ksc) : "r"(base + 4 * g), "n"(8 * D) : "memory");
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(kzr) : "r"(base + 4 * g), "n"(8 * D + 32) : "memory");
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vsc.x), "=r"(vsc.y) : "r"(base + 8 * t), "n"(8 * D + 64)
+                   : "memory");
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vzr.x), "=r"(vzr.y) : "r"(base + 8 * t), "n"(8 * D + 96)
+                   : "memory");
       __syncwarp();  // every lane has read this stage before it is refilled
       issue(k + STAGES, blk_next, slot);
       slot = slot + TB == ring_end ? ring_s : slot + TB;

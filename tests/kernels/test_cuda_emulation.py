@@ -1,0 +1,293 @@
+"""Lane-by-lane emulation of the CUDA INT2 decode loop (``cuda/int2_paged.cu``, INT2 tier of one warp) on CPU.
+
+CI has no GPU, so this test replays what the kernel computes, register by register, for one warp: the
+tile16 words as lanes load them, the LOP3 unpacking under the fp16 exponent of 1024 (no float math on
+codes), the mma.m16n8k16 fragment layouts (PTX ISA), movmatrix, the -Qoff start of the score chain, the
+slack softmax with its warp-uniform slow path (mask, rescale, fold of the V offset every kFlush tiles), the
+l / sum p z MMA and the 1024 sum p' MMA, and the epilogue's 4^-P per output row. It checks the result
+against plain float64 attention over the dequantized tokens. A wrong bit position, fragment index or
+algebra term shows up as an O(1) error; the tolerance (2e-3 relative) is the fp16 rounding of p, p' and q.
+MMAs are emulated in float64 (exact products, one rounding to fp32 per MMA).
+"""
+
+import math
+
+import pytest
+import torch
+
+from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
+from oscarkv.quant import pack_codes
+
+K_SLACK, K_FLUSH = 4.0, 8  # as in int2_paged.cu
+LANES = torch.arange(32)
+G_OF, T_OF = LANES >> 2, LANES & 3
+F32 = torch.float32
+
+
+def f32(x):
+    return x.to(F32)
+
+
+def h(x):  # round to fp16, keep as float32 values
+    return x.to(torch.float16).to(F32)
+
+
+def halves(u32):
+    """uint32 (int64 tensor) -> (low, high) fp16 values as float32."""
+    lo = (u32 & 0xFFFF).to(torch.int32).to(torch.int16)
+    hi = ((u32 >> 16) & 0xFFFF).to(torch.int32).to(torch.int16)
+    return lo.view(torch.float16).to(F32), hi.view(torch.float16).to(F32)
+
+
+def pack(lo, hi):
+    """Two float32 tensors -> uint32 of their fp16 values (round to nearest), as int64."""
+    bl = h(lo).to(torch.float16).view(torch.int16).to(torch.int64) & 0xFFFF
+    bh = h(hi).to(torch.float16).view(torch.int16).to(torch.int64) & 0xFFFF
+    return bl | (bh << 16)
+
+
+def lop3(w, mask, magic):
+    return (w & mask) | magic
+
+
+def rotr8(w):
+    return ((w >> 8) | (w << 24)) & 0xFFFFFFFF
+
+
+def unpack8(w):
+    o = [None] * 8
+    r = rotr8(w)
+    for P in range(1, 5):
+        o[P - 1] = lop3(w, 0x00030003 << (2 * P), 0x64006400)
+        o[4 + P - 1] = lop3(r, 0x00030003 << (2 * P), 0x64006400)
+    return o
+
+
+def a_matrix(a0, a1, a2, a3):
+    """A fragments (per lane uint32) -> 16 x 16 float64 matrix (PTX m16n8k16 .f16 A layout)."""
+    A = torch.zeros(16, 16, dtype=torch.float64)
+    for reg, (roff, coff) in zip((a0, a1, a2, a3), ((0, 0), (8, 0), (0, 8), (8, 8))):
+        lo, hi = halves(reg)
+        A[G_OF + roff, 2 * T_OF + coff] = lo.double()
+        A[G_OF + roff, 2 * T_OF + coff + 1] = hi.double()
+    return A
+
+
+def b_matrix(b0, b1):
+    """B fragments -> 16 x 8 (k x n): b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]."""
+    B = torch.zeros(16, 8, dtype=torch.float64)
+    for reg, koff in ((b0, 0), (b1, 8)):
+        lo, hi = halves(reg)
+        B[2 * T_OF + koff, G_OF] = lo.double()
+        B[2 * T_OF + koff + 1, G_OF] = hi.double()
+    return B
+
+
+def c_to_matrix(c):
+    C = torch.zeros(16, 8, dtype=torch.float64)
+    C[G_OF, 2 * T_OF], C[G_OF, 2 * T_OF + 1] = c[0].double(), c[1].double()
+    C[G_OF + 8, 2 * T_OF], C[G_OF + 8, 2 * T_OF + 1] = c[2].double(), c[3].double()
+    return C
+
+
+def matrix_to_c(D):
+    return [f32(D[G_OF, 2 * T_OF]), f32(D[G_OF, 2 * T_OF + 1]), f32(D[G_OF + 8, 2 * T_OF]),
+            f32(D[G_OF + 8, 2 * T_OF + 1])]
+
+
+def mma(a, b, c):
+    return matrix_to_c(a_matrix(*a) @ b_matrix(*b) + c_to_matrix(c))
+
+
+def movmatrix_t(x):
+    """movmatrix.m8n8.trans.b16: lane (g, t) holds row g, cols 2t, 2t+1 -> the same of the transpose."""
+    lo, hi = halves(x)
+    M = torch.zeros(8, 8)
+    M[G_OF, 2 * T_OF], M[G_OF, 2 * T_OF + 1] = lo, hi
+    Mt = M.t()
+    return pack(Mt[G_OF, 2 * T_OF], Mt[G_OF, 2 * T_OF + 1])
+
+
+def shfl(x, src):
+    return x[src]
+
+
+def xor_reduce(x, op, offs):
+    for o in offs:
+        x = op(x, x[LANES ^ o])
+    return x
+
+
+def ring_tile(pool, blk, kvh, D):
+    """The kernel's cp.async of one tile into a ring slot and its shared-memory reads, on byte arrays.
+    pool: dict of the tile16 tensors (k_codes [nb, Hkv, 16, D/4] uint8, k_scale ... [nb, Hkv, 16, 1] fp16).
+    Returns per lane: kw, vw (lists of NW uint32), ksc, kzr (uint32), vsc, vzr ((x, y) uint32)."""
+    NW = D // 32
+    codes = {n: pool[n].flatten() for n in ("k_codes", "v_codes")}
+    meta = [pool[n].contiguous().view(torch.uint8).flatten() for n in ("k_scale", "k_zero", "v_scale", "v_zero")]
+    hkv = pool["k_codes"].shape[1]
+    c_sblk, c_sh = hkv * 16 * D // 4, 16 * D // 4  # bytes
+    s_sblk, s_sh = hkv * 16, 16  # elements
+    smem = torch.full((8 * D + 128,), 0xAB, dtype=torch.uint8)  # garbage where nothing lands
+    for lane in range(32):
+        if NW == 4:
+            src = blk * c_sblk + kvh * c_sh + 16 * lane
+            smem[16 * lane : 16 * lane + 16] = codes["k_codes"][src : src + 16]
+            smem[4 * D + 16 * lane : 4 * D + 16 * lane + 16] = codes["v_codes"][src : src + 16]
+        else:
+            src = blk * c_sblk + kvh * c_sh + 16 * (lane & 15)
+            smem[16 * lane : 16 * lane + 16] = codes["k_codes" if lane < 16 else "v_codes"][src : src + 16]
+        if lane < 8:
+            mi = (lane >> 1) & 3
+            src = (blk * s_sblk + kvh * s_sh) * 2 + 16 * (lane & 1)
+            smem[8 * D + 16 * lane : 8 * D + 16 * lane + 16] = meta[mi][src : src + 16]
+
+    def u32(off):
+        b = smem[off : off + 4].to(torch.int64)
+        return int(b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24))
+
+    per_lane = lambda f: torch.tensor([f(ln) for ln in range(32)])  # noqa: E731
+    kw = [per_lane(lambda ln, w=w: u32(4 * NW * ln + 4 * w)) for w in range(NW)]
+    vw = [per_lane(lambda ln, w=w: u32(4 * D + 4 * NW * ln + 4 * w)) for w in range(NW)]
+    ksc = per_lane(lambda ln: u32(8 * D + 4 * (ln >> 2)))
+    kzr = per_lane(lambda ln: u32(8 * D + 32 + 4 * (ln >> 2)))
+    vsc = (per_lane(lambda ln: u32(8 * D + 64 + 8 * (ln & 3))), per_lane(lambda ln: u32(8 * D + 68 + 8 * (ln & 3))))
+    vzr = (per_lane(lambda ln: u32(8 * D + 96 + 8 * (ln & 3))), per_lane(lambda ln: u32(8 * D + 100 + 8 * (ln & 3))))
+    return kw, vw, ksc, kzr, vsc, vzr
+
+
+def emulate_warp(q, pool, table, kvh, length, scale_log2):
+    """One warp over all INT2 tiles of KV head ``kvh`` of one sequence (block ids ``table``). q [G, D]
+    float32 (bf16 values). Returns out [G, D] (float32)."""
+    G, D = q.shape
+    KS, NW = D // 16, D // 32
+    g, t = G_OF, T_OF
+    # ---- prologue: B' = fp16(q * scale_log2 * 4^-P), Qoff, sum q'
+    qb = [[None, None] for _ in range(KS)]
+    qoff = torch.zeros(32)
+    qsum = torch.zeros(32)
+    qrow = torch.zeros(32, D)
+    valid_g = g < G
+    qrow[valid_g] = q[g[valid_g]]
+    for kk in range(KS):
+        for hh in range(2):
+            d0 = 16 * kk + 2 * t + 8 * hh
+            lo = qrow[LANES, d0] * scale_log2
+            hi = qrow[LANES, d0 + 1] * scale_log2
+            f = 1.0 / float(1 << (2 * (1 + hh + 2 * (kk & 1))))
+            v = pack(lo * f, hi * f)
+            qb[kk][hh] = v
+            blo, bhi = halves(v)
+            qoff = qoff + 1024.0 * (blo + bhi)
+            qsum = qsum + (blo + bhi) / f
+    qoff = xor_reduce(qoff, torch.add, (1, 2))
+    qsum = xor_reduce(qsum, torch.add, (1, 2))
+    nq = [-shfl(qoff, 8 * t), -shfl(qoff, 8 * t + 4), -shfl(qoff, 8 * t), -shfl(qoff, 8 * t + 4)]
+    qs0, qs1 = shfl(qsum, 8 * t), shfl(qsum, 8 * t + 4)
+    acc = [[torch.zeros(32) for _ in range(4)] for _ in range(KS)]
+    sp = [torch.zeros(32) for _ in range(4)]
+    lz = [torch.zeros(32) for _ in range(4)]
+    m0, m1 = torch.full((32,), -1e30), torch.full((32,), -1e30)
+    lz_keep = torch.where(g == 1, 0xFFFFFFFF, 0).to(torch.int64)
+    lz_ones = torch.where(g == 0, 0x3C003C00, 0).to(torch.int64)
+    zero = torch.zeros(32, dtype=torch.int64)
+    k1024 = torch.full((32,), 0x64006400, dtype=torch.int64)
+    ntile = (length + 15) // 16
+    partial_k = ntile - 1 if length % 16 else -1
+
+    for k in range(ntile):
+        kw, vw, ksc, kzr, (vs_a, vs_b), (vz_a, vz_b) = ring_tile(pool, int(table[k]), kvh, D)
+        s0 = s1 = None
+        for w in range(NW):
+            a = unpack8(kw[w])
+            c0 = nq if w == 0 else s0
+            c1 = [torch.zeros(32)] * 4 if w == 0 else s1
+            s0 = mma((a[0], a[4], a[1], a[5]), (qb[2 * w][0], qb[2 * w][1]), c0)
+            s1 = mma((a[2], a[6], a[3], a[7]), (qb[2 * w + 1][0], qb[2 * w + 1][1]), c1)
+        ks0, ks1 = halves(ksc)
+        kz0, kz1 = halves(kzr)
+        S = [f32(s0[i] + s1[i]) for i in range(4)]
+        e = [ks0 * S[0] + (kz0 * qs0 - m0), ks0 * S[1] + (kz0 * qs1 - m1),
+             ks1 * S[2] + (kz1 * qs0 - m0), ks1 * S[3] + (kz1 * qs1 - m1)]
+        special = k == partial_k or (k & (K_FLUSH - 1)) == K_FLUSH - 1
+        if special or bool(torch.stack([x > K_SLACK for x in e]).any()):
+            c = [ks0 * S[0] + kz0 * qs0, ks0 * S[1] + kz0 * qs1, ks1 * S[2] + kz1 * qs0, ks1 * S[3] + kz1 * qs1]
+            if k == partial_k:
+                valid = length - (ntile - 1) * 16
+                c[0] = torch.where(g >= valid, -math.inf, c[0])
+                c[1] = torch.where(g >= valid, -math.inf, c[1])
+                c[2] = torch.where(g + 8 >= valid, -math.inf, c[2])
+                c[3] = torch.where(g + 8 >= valid, -math.inf, c[3])
+                ta, tb = 2 * t, 2 * t + 8
+                ma = torch.where(ta < valid, 0xFFFF, 0) | torch.where(ta + 1 < valid, 0xFFFF0000, 0)
+                mb = torch.where(tb < valid, 0xFFFF, 0) | torch.where(tb + 1 < valid, 0xFFFF0000, 0)
+                vs_a, vz_a, vs_b, vz_b = vs_a & ma, vz_a & ma, vs_b & mb, vz_b & mb
+            mx0 = xor_reduce(torch.maximum(c[0], c[2]), torch.maximum, (4, 8, 16))
+            mx1 = xor_reduce(torch.maximum(c[1], c[3]), torch.maximum, (4, 8, 16))
+            n0, n1 = torch.maximum(m0, mx0), torch.maximum(m1, mx1)
+            al0, al1 = torch.exp2(m0 - n0), torch.exp2(m1 - n1)
+            m0, m1 = n0, n1
+            e = [c[0] - n0, c[1] - n1, c[2] - n0, c[3] - n1]
+            nb0, nb1 = -sp[0] * al0, -sp[1] * al1
+            for i in range(KS):
+                acc[i] = [acc[i][0] * al0 + nb0, acc[i][1] * al1 + nb1, acc[i][2] * al0 + nb0, acc[i][3] * al1 + nb1]
+            sp = [torch.zeros(32) for _ in range(4)]
+            lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
+        pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
+        pm1 = movmatrix_t(pack(torch.exp2(e[2]), torch.exp2(e[3])))
+        lz = mma((lop3(vz_a, lz_keep, lz_ones), zero, lop3(vz_b, lz_keep, lz_ones), zero), (pm0, pm1), lz)
+        pa, pb = halves(pm0), halves(pm1)
+        va, vb = halves(vs_a), halves(vs_b)
+        b0 = pack(h(pa[0] * va[0]), h(pa[1] * va[1]))
+        b1 = pack(h(pb[0] * vb[0]), h(pb[1] * vb[1]))
+        sp = mma((k1024, k1024, k1024, k1024), (b0, b1), sp)
+        for w in range(NW):
+            a = unpack8(vw[w])
+            acc[2 * w] = mma((a[0], a[1], a[4], a[5]), (b0, b1), acc[2 * w])
+            acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), (b0, b1), acc[2 * w + 1])
+    l0, l1 = shfl(lz[0], t), shfl(lz[1], t)
+    z0, z1 = shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)
+    out = torch.zeros(8, D)
+    for i in range(KS):
+        u0 = 1.0 / float(1 << (2 * (1 + 2 * (i & 1))))
+        u1 = u0 * 0.25
+        out[2 * t, 16 * i + g] = ((acc[i][0] - sp[0]) * u0 + z0) / l0
+        out[2 * t + 1, 16 * i + g] = ((acc[i][1] - sp[1]) * u0 + z1) / l1
+        out[2 * t, 16 * i + g + 8] = ((acc[i][2] - sp[2]) * u1 + z0) / l0
+        out[2 * t + 1, 16 * i + g + 8] = ((acc[i][3] - sp[3]) * u1 + z1) / l1
+    return out[:G]
+
+
+@pytest.mark.parametrize("d,G,length,logit_scale", [(128, 4, 16 * 19, 1.0), (64, 8, 16 * 9 + 5, 3.0),
+                                                     (128, 1, 16 * 3 + 1, 0.3), (64, 2, 16 * 17, 6.0)])
+def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale):
+    gen = torch.Generator().manual_seed(d + G + length)
+    nblk = (length + 15) // 16
+    codes_k = torch.randint(0, 4, (nblk, 16, d), generator=gen)
+    codes_v = torch.randint(0, 4, (nblk, 16, d), generator=gen)
+    ks = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
+    kz = (-1.5 * ks.float() + 0.1 * torch.randn(nblk, 16, generator=gen)).half()
+    vs = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
+    vz = (torch.randn(nblk, 16, generator=gen)).half()
+    q = (torch.randn(G, d, generator=gen) * logit_scale).bfloat16().float()
+    sm_scale = d**-0.5
+    # reference: float64 attention over the dequantized tokens
+    K = ks.double()[..., None] * codes_k.double() + kz.double()[..., None]
+    V = vs.double()[..., None] * codes_v.double() + vz.double()[..., None]
+    K, V = K.reshape(-1, d)[:length], V.reshape(-1, d)[:length]
+    ref = torch.softmax(q.double() @ K.t() * sm_scale, -1) @ V
+    # a tile16 pool with 2 KV heads and shuffled blocks; the sequence lives on head 1
+    nb = nblk + 3
+    table = torch.randperm(nb, generator=gen)[:nblk]
+    pool = {}
+    for which, codes, sc, zr in (("k", codes_k, ks, kz), ("v", codes_v, vs, vz)):
+        c = torch.randint(0, 4, (nb, 2, 16, d), generator=gen)
+        c[table, 1] = codes
+        pool[f"{which}_codes"] = codes_to_tile16(pack_codes(c.to(torch.uint8), 2), which)
+        for name, x in (("scale", sc), ("zero", zr)):
+            full = torch.randn(nb, 2, 16, 1, generator=gen).half()
+            full[table, 1] = x[..., None]
+            pool[f"{which}_{name}"] = scales_to_tile16(full, which)
+    out = emulate_warp(q, pool, table, 1, length, sm_scale * 1.4426950408889634)
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < 2e-3, err
