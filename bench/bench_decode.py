@@ -163,7 +163,7 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3), split_scale=None, probe=False):
+def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3, 4), split_scale=None, probe=False):
     """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
     or the Triton fallback."""
     nbytes = int2_bytes(B, L)
@@ -343,7 +343,7 @@ def main():
     if a.sweep and not SMOKE:
         sw = []
         for L, B in [(131072, 1), (32768, 1), (131072, 32), (16384, 8)]:
-            for var in (0, 1, 2, 3):
+            for var in (0, 1, 2, 3, 4):
                 for sc in (0.5, 1.0, 2.0):
                     t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
                     sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
@@ -354,7 +354,7 @@ def main():
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
         pr = []
         for L, B in [(131072, 1), (131072, 32)]:
-            for var in (0, 1, 2):
+            for var in (1, 2, 4):
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
                 tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
                 pr.append(dict(L=L, B=B, variant=var, full_us=tf * 1e6, loads_only_us=tp * 1e6, bytes=nb,

@@ -118,6 +118,7 @@ def lib():
         L.oscar_int2_decode.argtypes = [ctypes.POINTER(_DecodeParams), ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         L.oscar_int2_decode_occupancy.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_int2_decode_warps.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                    ctypes.c_int]
         _LIB = L
@@ -152,11 +153,11 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
 
 @dataclass(frozen=True)
 class CudaDecodeConfig:
-    """Launch knobs of the CUDA decode kernel (4 warps per CTA, fixed).
+    """Launch knobs of the CUDA decode kernel.
 
-    variant:         how a warp keeps INT2 tiles in flight: 0 = register ring of 4 tiles; 1 = cp.async
-                     shared-memory ring of 8 tiles; 2 = ring of 6 (4 CTAs/SM at head_dim 128);
-                     3 = ring of 10. (3 CTAs/SM at head_dim 128 except 2; 4 at head_dim 64.)
+    variant:         how deep each warp's cp.async shared-memory ring of INT2 tiles is, and the CTA size:
+                     0 = 4 tiles, 1 = 8, 2 = 6, 3 = 10 with 4 warps per CTA (4 CTAs/SM, 3 for variant 3 at
+                     head_dim 128); 4 = 4 tiles with 8 warps per CTA (2 CTAs/SM: half the splits).
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
@@ -167,16 +168,17 @@ class CudaDecodeConfig:
     min_split_tiles: int = 8
 
 
-def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> int:
+def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
+                        warps: int = 4) -> int:
     """Split count n of the INT2 tier minimising a simple model of the launch:
-    waves(n) * (tiles per split / 4 warps + CTA overhead) + merge cost, waves = ceil(bh (n + n_hp) / cap)."""
+    waves(n) * (tiles per split / warps + CTA overhead) + merge cost, waves = ceil(bh (n + n_hp) / cap)."""
     if max_tiles <= 0:
         return 0
     most = max(1, min(-(-max_tiles // cfg.min_split_tiles), max_ns - n_hp))
     best, best_t = 1, float("inf")
     for n in range(1, most + 1):
         waves = -(-bh * (n + n_hp) // cap)
-        t = waves * (-(-max_tiles // n) / 4 + cfg.cta_overhead) + 0.25 * n
+        t = waves * (-(-max_tiles // n) / warps + cfg.cta_overhead) + 0.25 * n
         if t < best_t - 1e-9:
             best, best_t = n, t
     return best
@@ -201,7 +203,8 @@ class DecodePlan:
             v = 1 if head_dim == 64 or batch * num_kv_heads < 64 else 2
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
-        if per_sm <= 0:
+        warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
+        if per_sm <= 0 or warps <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         dev = torch.device(device)
         cap = per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
@@ -209,12 +212,13 @@ class DecodePlan:
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         bh = batch * num_kv_heads
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
-        max_ns = 4 * 8 * head_dim // self.group  # the in-kernel merge keeps NS * group weights in shared memory
+        max_ns = warps * 8 * head_dim // self.group  # the in-kernel merge keeps NS * group weights in shared memory
         if n_hp_splits is None:
-            # 4 warps per CTA, ~2 hp tiles per warp; one split when the batch alone fills the GPU
-            n_hp_splits = 0 if hp_tiles == 0 else (1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // 8), -(-cap // bh))))
+            # ~2 hp tiles per warp; one split when the batch alone fills the GPU
+            n_hp_splits = 0 if hp_tiles == 0 else (
+                1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // (2 * warps)), -(-cap // bh))))
         if n_int2_splits is None:
-            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns)
+            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns, warps)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits

@@ -799,15 +799,19 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   // row copies: one warp per (row, head)
   const int r = (blockIdx.x - (p.do_pages ? 2 * p.n_pages : 0)) * kAppendWarps + warp;
   if (r >= p.n_rows) return;
+  // the row and its slot are independent loads: both in flight at once (one memory round trip, not two)
+  const T* kr = reinterpret_cast<const T*>(p.k) + r * p.k_sr + h * p.k_sh;
+  const T* vr = reinterpret_cast<const T*>(p.v) + r * p.v_sr + h * p.v_sh;
+  T xk[E], xv[E];
+#pragma unroll
+  for (int e = 0; e < E; e++) { xk[e] = kr[lane + 32 * e]; xv[e] = vr[lane + 32 * e]; }
   const int64_t slot = p.hp_slots[r];
   if (slot < 0) return;
   const int64_t off = (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
-  const T* kr = reinterpret_cast<const T*>(p.k) + r * p.k_sr + h * p.k_sh;
-  const T* vr = reinterpret_cast<const T*>(p.v) + r * p.v_sr + h * p.v_sh;
   T* kd = reinterpret_cast<T*>(p.k_hp) + off;
   T* vd = reinterpret_cast<T*>(p.v_hp) + off;
 #pragma unroll
-  for (int e = 0; e < E; e++) { kd[lane + 32 * e] = kr[lane + 32 * e]; vd[lane + 32 * e] = vr[lane + 32 * e]; }
+  for (int e = 0; e < E; e++) { kd[lane + 32 * e] = xk[e]; vd[lane + 32 * e] = xv[e]; }
 }
 
 // launch with (pdl = 1) or without the programmatic-dependent-launch attribute
@@ -834,6 +838,11 @@ int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl
 }
 
 template <typename T, int D, int NWARP, int MINB, int STAGES>
+int warps_per_cta() {
+  return NWARP;
+}
+
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int occupancy() {
   int n = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32, 0);
@@ -842,8 +851,9 @@ int occupancy() {
 
 }  // namespace
 
-// Variants: how deep each warp's cp.async ring is (tiles in flight per warp): 0 = 4, 1 = 8, 2 = 6, 3 = 10;
-// 4 warps per CTA. dtype: 0 = bf16, 1 = fp16.
+// Variants: how deep each warp's cp.async ring is (tiles in flight per warp): 0 = 4, 1 = 8, 2 = 6, 3 = 10
+// with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
+// occupancy). dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
   if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4>ARGS;   \
   if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8>ARGS;   \
@@ -852,7 +862,9 @@ int occupancy() {
   if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4>ARGS;     \
   if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8>ARGS;     \
   if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;     \
+  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4>ARGS;    \
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
@@ -868,6 +880,14 @@ extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant)
 #define ARGS ()
   if (dtype == 0) { OSCAR_TABLE(occupancy, __nv_bfloat16) }
   if (dtype == 1) { OSCAR_TABLE(occupancy, __half) }
+#undef ARGS
+  return -1;
+}
+
+extern "C" int oscar_int2_decode_warps(int dtype, int head_dim, int variant) {
+#define ARGS ()
+  if (dtype == 0) { OSCAR_TABLE(warps_per_cta, __nv_bfloat16) }
+  if (dtype == 1) { OSCAR_TABLE(warps_per_cta, __half) }
 #undef ARGS
   return -1;
 }
