@@ -1,6 +1,11 @@
 """Count SASS instructions of the INT2 decode loop (issue 7): reproducible per-tile instruction counts.
 
-    python bench/sass_count.py [--cubin X.cubin] [--kernel SUBSTR] [--arch sm_90a] [--hist]
+    python bench/sass_count.py [--src FILE.cu | --cubin X.cubin] [--kernel SUBSTR] [--mma-per-tile N] [--hist]
+
+    # before / after of issue 7 (commit e6ce31c = the kernel of BENCHMARKS.md's first 2026-12-03 section):
+    git show e6ce31c:src/oscarkv/kernels/cuda/int2_paged.cu > /tmp/old.cu
+    python bench/sass_count.py --src /tmp/old.cu --kernel bfloat16Li128ELi4ELi1ELi3ELi8E --mma-per-tile 16 --hist
+    python bench/sass_count.py --kernel bfloat16Li128ELi4ELi4ELi8E --mma-per-tile 18 --hist
 
 Without --cubin it compiles src/oscarkv/kernels/cuda/int2_paged.cu with cuda_ops' flags for one arch into a
 cubin (no GPU needed; cuobjdump is taken from PATH or from triton's bundled copy). For each matching
@@ -40,10 +45,10 @@ def tool(name: str) -> str:
     sys.exit(f"{name} not found")
 
 
-def compile_cubin(arch: str, extra: list[str]) -> Path:
+def compile_cubin(arch: str, extra: list[str], src: Path = SRC) -> Path:
     out = Path(tempfile.mkdtemp()) / "k.cubin"
     cmd = ["nvcc", "-O3", "-std=c++17", "-lineinfo", "-gencode", f"arch=compute_{arch[3:]},code={arch}", "-cubin",
-           "-o", str(out), str(SRC), *extra]
+           "-o", str(out), str(src), *extra]
     subprocess.run(cmd, check=True)
     return out
 
@@ -120,13 +125,15 @@ def analyse(name: str, ins, mma_per_tile: int, hist: bool):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cubin")
+    ap.add_argument("--src", help="a .cu file to compile instead of the repo's int2_paged.cu")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--kernel", default="int2_decode_kernelI13__nv_bfloat16Li128")
-    ap.add_argument("--mma-per-tile", type=int, default=16, help="HMMA per 16-token tile (K + V, head_dim 128)")
+    ap.add_argument("--mma-per-tile", type=int, default=18,
+                    help="HMMA per 16-token tile: 18 now at head_dim 128 (8 K + 8 V + l/z + offset), 16 before")
     ap.add_argument("--hist", action="store_true")
     ap.add_argument("nvcc_extra", nargs="*")
     a = ap.parse_args()
-    cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra)
+    cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra, Path(a.src) if a.src else SRC)
     sass = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     for name, ins in functions(sass):
         if a.kernel in name:
