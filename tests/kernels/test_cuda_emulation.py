@@ -18,7 +18,7 @@ import torch
 from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
 from oscarkv.quant import pack_codes
 
-K_SLACK, K_FLUSH = 4.0, 8  # as in int2_paged.cu
+K_SLACK, K_FLUSH = 4.0, 16  # as in int2_paged.cu
 LANES = torch.arange(32)
 G_OF, T_OF = LANES >> 2, LANES & 3
 F32 = torch.float32
@@ -209,8 +209,7 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
         S = [f32(s0[i] + s1[i]) for i in range(4)]
         e = [ks0 * S[0] + (kz0 * qs0 - m0), ks0 * S[1] + (kz0 * qs1 - m1),
              ks1 * S[2] + (kz1 * qs0 - m0), ks1 * S[3] + (kz1 * qs1 - m1)]
-        special = k == partial_k or (k & (K_FLUSH - 1)) == K_FLUSH - 1
-        if special or bool(torch.stack([x > K_SLACK for x in e]).any()):
+        if k == partial_k or bool(torch.stack([x > K_SLACK for x in e]).any()):
             c = [ks0 * S[0] + kz0 * qs0, ks0 * S[1] + kz0 * qs1, ks1 * S[2] + kz1 * qs0, ks1 * S[3] + kz1 * qs1]
             if k == partial_k:
                 valid = length - (ntile - 1) * 16
@@ -233,6 +232,10 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
                 acc[i] = [acc[i][0] * al0 + nb0, acc[i][1] * al1 + nb1, acc[i][2] * al0 + nb0, acc[i][3] * al1 + nb1]
             sp = [torch.zeros(32) for _ in range(4)]
             lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
+        elif (k & (K_FLUSH - 1)) == K_FLUSH - 1:
+            for i in range(KS):
+                acc[i] = [acc[i][0] - sp[0], acc[i][1] - sp[1], acc[i][2] - sp[0], acc[i][3] - sp[1]]
+            sp = [torch.zeros(32) for _ in range(4)]
         pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
         pm1 = movmatrix_t(pack(torch.exp2(e[2]), torch.exp2(e[3])))
         lz = mma((lop3(vz_a, lz_keep, lz_ones), zero, lop3(vz_b, lz_keep, lz_ones), zero), (pm0, pm1), lz)

@@ -202,7 +202,7 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
-constexpr int kFlush = 8;      // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
+constexpr int kFlush = 16;     // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
 
 template <typename T, int D, int NWARP, int MINB, int STAGES>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
@@ -466,8 +466,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       e[2] = fmaf(ks1, s0[2] + s1[2], fmaf(kz1, qs0, -m0));
       e[3] = fmaf(ks1, s0[3] + s1[3], fmaf(kz1, qs1, -m1));
       uint32_t vs_a = vsc.x, vs_b = vsc.y, vz_a = vzr.x, vz_b = vzr.y;
-      const bool special = k == partial_k || (k & (kFlush - 1)) == kFlush - 1;
-      if (__any_sync(0xffffffffu, special || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
+      if (__any_sync(0xffffffffu, k == partial_k || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
         // slow path (warp-uniform): exact logits, mask of the partial tile, new running max, rescale, and
         // fold the V offset into acc
         float c[4];
@@ -510,6 +509,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
         lz[0] *= al0;
         lz[1] *= al1;
+      } else if ((k & (kFlush - 1)) == kFlush - 1) {  // fold the V offset (bounds the fp32 cancellation)
+#pragma unroll
+        for (int i = 0; i < KS; i++) {
+          acc[i][0] -= sp[0];
+          acc[i][1] -= sp[1];
+          acc[i][2] -= sp[0];
+          acc[i][3] -= sp[1];
+        }
+        sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
       }
       // p in fp16, moved from the score (C) fragment to the B fragment: lane holds tokens 2t, 2t+1 (b0) and
       // 2t+8, 2t+9 (b1) of head g
