@@ -8,9 +8,9 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOB
 WHL=$(ls ../../.whl/flashinfer_python-*.whl ../../.whl/apache_tvm_ffi-*.whl 2>/dev/null | tr '\n' ' ')
 if [ -n "$WHL" ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > "$OUT/pip.log" 2>&1; fi
 export PYTHONPATH=$PWD/src:/tmp/site
-T="b_k2"
+T="2026-12-03b_k2"  # file prefix, as committed under bench/results/
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/${T}_gpu.txt" 2>&1
-git log -1 --format="%h %s" >> "$OUT/${T}_gpu.txt"
+git log -1 --format="%h %s" >> "$OUT/${T}_gpu.txt" 2>/dev/null || echo "commit: see the carried worktree (git metadata does not travel)" >> "$OUT/${T}_gpu.txt"
 # 1. correctness (builds the library first: ~1 min)
 timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/kernels > "$OUT/${T}_tests.log" 2>&1
 echo "tests rc=$?"; tail -3 "$OUT/${T}_tests.log"
