@@ -75,7 +75,12 @@ class GraphDecoder:
                 with torch.cuda.graph(self.graph):
                     self.out = self._forward()
             self.graph.replay()
+            st.end_forward()
             return self.out[:, -1]
+        except BaseException as e:
+            if st.broken is None:
+                st.mark_broken(f"a decode step failed: {type(e).__name__}")
+            raise
         finally:
             st.preplanned = False
 

@@ -93,6 +93,11 @@ class PagedState:
         self.preplanned = False  # a graph runner planned this forward already
         self.graph_capacity: int | None = None  # static table width (graph mode)
         self.cur = None  # this forward's plan: dict
+        # Set when a forward stopped after some layers had written their rows (an exception between
+        # begin_forward and the last layer): the manager's lengths and the pools no longer agree and a
+        # page demotion may have reused ring slots, so there is nothing exact to roll back to. Every later
+        # use raises this message instead of attending over half-written rows.
+        self.broken: str | None = None
         # pool layout: "tile16" feeds the CUDA decode/append kernels (kernels/cuda_ops.py), "logical" the
         # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
         self.layout = "auto"
@@ -173,6 +178,7 @@ class PagedState:
         """Plan the writes of ``t`` new tokens per row (host side) and build this forward's tables."""
         from ..kernels import OutOfBlocksError
 
+        self.check_consistent()
         rows = list(range(self.batch))
         first = self.n == 0
         pad = self.pad.tolist() if first else [0] * self.batch
@@ -191,7 +197,7 @@ class PagedState:
             raise StateError(f"the paged OscarCache ran out of blocks: {e}") from None
         self.n += t
         decode = t == 1 and not first
-        cur = {"t": t, "decode": decode, "before": before, "first": first}
+        cur = {"t": t, "decode": decode, "before": before, "first": first, "done": 0}
         if decode:  # eager or graph-replayed: the same fixed buffers, updated in O(batch) host work
             if self.graph_capacity is None:
                 self.make_static()
@@ -206,6 +212,24 @@ class PagedState:
             cur["sel"] = sel.to(self.device)
             cur["cu"] = [0] + torch.tensor(counts).cumsum(0).tolist()
         self.cur = cur
+
+    def check_consistent(self) -> None:
+        """Raise if an earlier forward stopped half way (see ``broken``); checks happen on the host before
+        anything is planned, so a refused forward (full cache, all-padding row) changes nothing."""
+        if self.broken is None and self.cur is not None and self.cur["done"] < len(self.pools):
+            self.mark_broken(f"a forward stopped after {self.cur['done']} of {len(self.pools)} layers had written "
+                             "their new rows")
+        if self.broken is not None:
+            raise StateError(self.broken)
+
+    def mark_broken(self, what: str) -> None:
+        self.broken = (f"this paged OscarCache is inconsistent ({what}) and cannot be rolled back; "
+                       "create a new OscarCache and run the prompt again")
+
+    def end_forward(self) -> None:
+        """A graph replay ran every layer (the Python layer code runs only at capture)."""
+        if self.cur is not None:
+            self.cur["done"] = len(self.pools)
 
     # ------------------------------------------------------------------ CUDA graphs
     def make_static(self) -> None:
@@ -353,6 +377,16 @@ class PagedLayer(CacheLayerMixin):
         return out
 
     def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
+        st = self.state
+        try:
+            out = self._attend_layer(q, scaling)
+        except BaseException as e:
+            st.mark_broken(f"layer {self.idx} failed while writing or attending: {type(e).__name__}")
+            raise
+        st.cur["done"] += 1
+        return out
+
+    def _attend_layer(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
         from ..kernels import decode_attention, prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
