@@ -97,6 +97,10 @@ class PagedState:
         # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
         self.layout = "auto"
         self._decode_plans: dict = {}
+        # compiled decode step (graph.GraphDecoder(compile=True)): the layers hand q/k/v to the opaque op
+        # ``oscarkv::paged_decode`` (cache/ops.py) instead of keeping per-layer Python state
+        self.opaque = False
+        self.handle: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
@@ -160,6 +164,22 @@ class PagedState:
             self._decode_plans[key] = DecodePlan(self.batch, num_q_heads, self.num_kv_heads, self.head_dim,
                                                  self.static_meta, self.device, dtype)
         return self._decode_plans[key]
+
+    def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+        """One decode step of layer ``idx``: append the rotated rows k / v ``[B, Hkv, d]`` (``write_kv``,
+        with page demotion) and attend with q ``[B, Hq, d]`` (rotated) over the pools -> ``[B, Hq, d]``,
+        contiguous, q's dtype. The eager path and the compiled path's op (cache/ops.py) both call it."""
+        from ..kernels import decode_attention, write_kv
+
+        cur = self.cur
+        if cur is None or not cur["decode"]:
+            raise StateError("a paged decode step ran outside a planned decode forward (one token per row after a prefill)")
+        pool, kb = self.pools[idx], self.kernel_backend
+        write_kv(pool, k, v, cur["plan"], backend=kb)
+        plan = self.decode_plan(q.shape[1], q.dtype)
+        kw = {} if plan is None else {"plan": plan}
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        return decode_attention(q, pool, cur["after"], sm_scale=scale, backend=kb, out=out, **kw)
 
     def nbytes(self) -> int:
         return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
@@ -325,6 +345,8 @@ class PagedLayer(CacheLayerMixin):
             st.begin_forward(key_states.shape[2])
         kr = rotate(center(key_states, self.k_mean), self.k_rot)
         vr = rotate(center(value_states, self.v_mean), self.v_rot)
+        if st.opaque:  # compiled step: the attention function gets kr / vr as its key / value arguments
+            return kr, vr
         self.pending = (kr, vr)
         self.fresh = True
         return kr, vr
@@ -342,18 +364,30 @@ class PagedLayer(CacheLayerMixin):
             self._rot_cache_key = hq
         return self._rq, self._rv, self._vm
 
-    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
+    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True,
+               key: torch.Tensor | None = None, value: torch.Tensor | None = None) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
-        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
+        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj). ``key`` / ``value``:
+        the rotated rows ``update`` returned, used by the compiled step (``state.opaque``)."""
         rq, rv, vm = self._query_rotations(query.shape[1])
-        out = self._attend(rotate(query, rq), scaling)
+        q = rotate(query, rq)
+        if self.state.opaque:  # compiled decode step: one opaque op per layer (cache/ops.py)
+            if q.shape[2] != 1 or key is None:
+                raise StateError("the compiled paged step runs decode steps only (one token per row)")
+            from . import ops  # noqa: F401  (registers torch.ops.oscarkv.paged_decode)
+
+            scale = scaling if scaling is not None else 1.0 / math.sqrt(q.shape[-1])
+            out = torch.ops.oscarkv.paged_decode(q[:, :, 0], key[:, :, 0], value[:, :, 0], self.state.handle,
+                                                 self.idx, float(scale))[:, None]
+        else:
+            out = self._attend(q, scaling)
         out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
         if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
 
     def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
-        from ..kernels import decode_attention, prefill_attention, write_kv
+        from ..kernels import prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
         kr, vr = self.pending
@@ -363,11 +397,7 @@ class PagedLayer(CacheLayerMixin):
         scale = scaling if scaling is not None else 1.0 / math.sqrt(d)
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
-            write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)
-            plan = st.decode_plan(hq, q.dtype)
-            kw = {} if plan is None else {"plan": plan}
-            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb, **kw)
-            return out[:, None]
+            return st.decode_layer(self.idx, q[:, :, 0], kr[:, :, 0], vr[:, :, 0], scale)[:, None]
         sel = cur["sel"]
         flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
         qp, kp, vp = flat(q), flat(kr), flat(vr)

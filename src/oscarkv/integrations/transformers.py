@@ -67,6 +67,8 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
             "use oscarkv.integrations.transformers.enable_oscar_attention(model, cache)"
         )
     layer = st.cache.layers[st.layer_idx]
+    if isinstance(layer, PagedLayer) and layer.state.opaque:  # compiled step: key/value are this step's rows
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed, key=key, value=value), None
     if not layer.fresh:
         raise StateError(
             "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
