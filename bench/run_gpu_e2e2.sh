@@ -21,7 +21,7 @@ if [ "$PHASE" = 1 ]; then
   timeout 200 python3 bench/profile_step.py --model qwen3-4b --context 8192 --out "$OUT/profile.json" > "$OUT/profile.log" 2>&1
   echo "profile rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|USDT\|sdpa(" "$OUT/profile.log" | head -80
   T0=$(date +%s)
-  timeout 150 python3 bench/bench_model.py --models qwen3-4b --contexts 8192,131072 --modes compiled --tput-context 0 \
+  timeout 100 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled --tput-context 0 \
     --steps 20 --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
   echo "bench rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|sdpa(" "$OUT/bench_model.log" | cut -c1-330 | tail -20
 else
