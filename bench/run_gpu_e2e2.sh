@@ -2,7 +2,8 @@
 # Issue 8, helper e2e2: profile + compiled decode step on the GPU (one device call).
 # From /work/main with carry [".wt/e2e2", ".whl"]:  cd .wt/e2e2 && bash bench/run_gpu_e2e2.sh PHASE
 #   PHASE=1: profile qwen3-4b 8K (oscar/bf16 x graph/compiled) + bench qwen3-4b at 8K / 128K
-#   PHASE=2: GPU tests of the compiled step + bench_model both models (batch 1 8K..128K + equal memory)
+#   PHASE=2: GPU test of the compiled step (tiny Qwen3) + batch-1 GEMM shapes (bench/gemv_shapes.py)
+#   PHASE=3: bench_model, both models, graph + compiled (BENCH_ARGS to narrow it)
 set -u
 PHASE=${1:-1}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -24,12 +25,15 @@ if [ "$PHASE" = 1 ]; then
   timeout 100 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled --tput-context 0 \
     --steps 20 --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
   echo "bench rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|sdpa(" "$OUT/bench_model.log" | cut -c1-330 | tail -20
-else
+elif [ "$PHASE" = 2 ]; then
   T0=$(date +%s)
-  OSCAR_GPU_TEST_LOG=$OUT/gpu_tests.jsonl timeout 150 python3 -m pytest -q -s -p no:cacheprovider \
-    tests/cache/test_gpu_paged.py tests/cache/test_compiled_step.py > "$OUT/gpu_tests.log" 2>&1
-  echo "tests rc=$? $(( $(date +%s) - T0 ))s"; grep -E "passed|failed|Error" "$OUT/gpu_tests.log" | tail -5
+  OSCAR_GPU_TEST_LOG=$OUT/gpu_tests.jsonl timeout 50 python3 -m pytest -q -s -p no:cacheprovider \
+    tests/cache/test_compiled_step.py -k gpu > "$OUT/gpu_tests.log" 2>&1
+  echo "tests rc=$? $(( $(date +%s) - T0 ))s"; grep -E "passed|failed|Error|rel_logit" "$OUT/gpu_tests.log" | tail -6
+  timeout 25 python3 bench/gemv_shapes.py --out "$OUT/gemv.json" > "$OUT/gemv.log" 2>&1; echo "gemv rc=$?"
+  cut -c1-400 "$OUT/gemv.log"
+else  # the full model bench, both modes (about 10 min of device time with cold compiles)
   T0=$(date +%s)
-  timeout ${BENCH_TIMEOUT:-330} python3 bench/bench_model.py --steps 20 ${BENCH_ARGS:-} --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
+  timeout ${BENCH_TIMEOUT:-590} python3 bench/bench_model.py --steps 20 ${BENCH_ARGS:-} --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
   echo "bench rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|sdpa(" "$OUT/bench_model.log" | cut -c1-330 | tail -40
 fi
