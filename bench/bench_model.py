@@ -15,6 +15,11 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
     - "bf16": transformers StaticCache (max_cache_len = context + 1) with an attention function that
       runs torch SDPA over the static buffer, the decode step captured in a CUDA graph the same way;
       each SDPA backend (flash, cuDNN, efficient) is captured and the fastest is reported;
+  with ``--modes compiled`` also "oscar_compiled" / "bf16_compiled": the same steps ``torch.compile``d
+  first (``oscarkv.cache.graph.compiled_forward``: one compilation of ``model.forward`` shared by both
+  paths; OSCAR's append + attention is the opaque op ``oscarkv::paged_decode``), then captured the same
+  way (BF16 with the SDPA backends of ``--compiled-bf16-backends``, cuDNN by default: each costs a
+  compilation);
   beside the ideal from bytes: (weights read per step + KV bytes read per step) / copy bandwidth
   (torch copy_ of 2 GiB, read + write bytes, measured in the same run).
 * throughput at equal KV memory: a KV budget (default 40 GiB) at 32K context; the largest batch each
@@ -468,7 +473,7 @@ def main():
     ap.add_argument("--kv-budget-gib", type=float, default=40.0)
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--generate-128k", type=int, default=0, help="context of a real generate run (0: skip)")
-    ap.add_argument("--modes", default="graph,compiled",
+    ap.add_argument("--modes", default="graph",
                     help="graph: uncompiled step in a CUDA graph; compiled: torch.compile'd step in a CUDA graph")
     ap.add_argument("--graph-contexts", default="", help="batch-1 contexts of the uncompiled runs (default: all)")
     ap.add_argument("--compiled-bf16-backends", default="CUDNN_ATTENTION",

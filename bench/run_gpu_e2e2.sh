@@ -34,6 +34,6 @@ elif [ "$PHASE" = 2 ]; then
   cut -c1-400 "$OUT/gemv.log"
 else  # the full model bench, both modes (about 10 min of device time with cold compiles)
   T0=$(date +%s)
-  timeout ${BENCH_TIMEOUT:-590} python3 bench/bench_model.py --steps 20 ${BENCH_ARGS:-} --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
+  timeout ${BENCH_TIMEOUT:-590} python3 bench/bench_model.py --steps 20 ${BENCH_ARGS:---modes compiled} --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
   echo "bench rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|sdpa(" "$OUT/bench_model.log" | cut -c1-330 | tail -40
 fi
