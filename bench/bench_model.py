@@ -27,6 +27,9 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
   BF16: the StaticCache's K/V), its graph step time and decode tokens/s.
 * KV bytes per token and effective bits per element actually allocated (pools / static buffers).
 
+``--fuse-projections`` runs every variant on the model with q/k/v_proj and gate/up_proj fused into one
+GEMM each (``oscarkv.integrations.transformers.fuse_projections``).
+
 The caches are filled synthetically (random rotated K/V written through ``write_kv`` with the block
 manager's plan for the whole context; random K/V copied into the StaticCache) instead of running a
 prefill: the decode step's cost depends on the sizes, not on the values. ``--generate-128k N`` also runs
@@ -386,6 +389,15 @@ def run_model(name, cfg, args, device, bw, out):
     log(f"== {name}")
     t0 = time.time()
     model = build_model(cfg, device)
+    if args.fuse_projections:
+        from oscarkv.integrations.transformers import fuse_projections
+
+        log(f"fused projection groups: {fuse_projections(model)}")
+    if "compiled" in args.modes:
+        # one compilation of model.forward for both paths; "automatic dynamic" (torch's default) so that the
+        # BF16 StaticCache of the next context length recompiles once with a symbolic length instead of once
+        # per context (OSCAR's traced shapes do not depend on the context at all)
+        compiled_forward(model, dynamic=None if args.compile_dynamic else False)
     L, hkv, d = dims(cfg)
     rot = random_rotations(cfg, d)
     wbytes = weight_bytes_read(model)
@@ -478,6 +490,10 @@ def main():
     ap.add_argument("--graph-contexts", default="", help="batch-1 contexts of the uncompiled runs (default: all)")
     ap.add_argument("--compiled-bf16-backends", default="CUDNN_ATTENTION",
                     help="SDPA backends tried for the compiled BF16 step (each compiles once)")
+    ap.add_argument("--static-compile", dest="compile_dynamic", action="store_false",
+                    help="torch.compile(dynamic=False): one compilation per context length / batch")
+    ap.add_argument("--fuse-projections", action="store_true",
+                    help="oscarkv.integrations.transformers.fuse_projections: q/k/v and gate/up as one GEMM each (all modes)")
     ap.add_argument("--out", default="bench_model.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()

@@ -138,6 +138,7 @@ def main():
     ap.add_argument("--methods", default="oscar,bf16")
     ap.add_argument("--bf16-backend", default="CUDNN_ATTENTION")
     ap.add_argument("--replays", type=int, default=5)
+    ap.add_argument("--fuse-projections", action="store_true")
     ap.add_argument("--out", default="profile_step.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
@@ -147,9 +148,13 @@ def main():
     else:
         cfg = bm.load_config(ROOT / "bench" / "configs" / f"{args.model}.json")
     model = bm.build_model(cfg, device)
+    if args.fuse_projections:
+        from oscarkv.integrations.transformers import fuse_projections
+
+        fuse_projections(model)
     rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
-           "model": "tiny" if args.smoke else args.model, "context": args.context, "batch": args.batch, "runs": []}
+           "model": "tiny" if args.smoke else args.model, "fuse_projections": args.fuse_projections, "context": args.context, "batch": args.batch, "runs": []}
     for mode in args.modes.split(","):
         for method in args.methods.split(","):
             try:

@@ -3,7 +3,9 @@
 # From /work/main with carry [".wt/e2e2", ".whl"]:  cd .wt/e2e2 && bash bench/run_gpu_e2e2.sh PHASE
 #   PHASE=1: profile qwen3-4b 8K (oscar/bf16 x graph/compiled) + bench qwen3-4b at 8K / 128K
 #   PHASE=2: GPU test of the compiled step (tiny Qwen3) + batch-1 GEMM shapes (bench/gemv_shapes.py)
-#   PHASE=3: bench_model, both models, graph + compiled (BENCH_ARGS to narrow it)
+#   PHASE=3: bench_model compiled (BENCH_ARGS, default "--modes compiled"; e.g. add "--models qwen3-4b" or
+#            "--fuse-projections"). Estimate with cold compiles: ~4 min per model (one OSCAR compilation per
+#            batch, BF16: static, then one symbolic-length recompilation, then one per batch).
 set -u
 PHASE=${1:-1}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -32,7 +34,7 @@ elif [ "$PHASE" = 2 ]; then
   echo "tests rc=$? $(( $(date +%s) - T0 ))s"; grep -E "passed|failed|Error|rel_logit" "$OUT/gpu_tests.log" | tail -6
   timeout 25 python3 bench/gemv_shapes.py --out "$OUT/gemv.json" > "$OUT/gemv.log" 2>&1; echo "gemv rc=$?"
   cut -c1-400 "$OUT/gemv.log"
-else  # the full model bench, both modes (about 10 min of device time with cold compiles)
+else
   T0=$(date +%s)
   timeout ${BENCH_TIMEOUT:-590} python3 bench/bench_model.py --steps 20 ${BENCH_ARGS:---modes compiled} --out "$OUT/bench_model.json" > "$OUT/bench_model.log" 2>&1
   echo "bench rc=$? $(( $(date +%s) - T0 ))s"; grep -v -i "warn\|sdpa(" "$OUT/bench_model.log" | cut -c1-330 | tail -40

@@ -157,3 +157,59 @@ def test_gpu_compiled_graph_equals_uncompiled_graph():
         with open(os.environ["OSCAR_GPU_TEST_LOG"], "a") as f:
             f.write(json.dumps(rec) + "\n")
     assert max(diffs) <= 0.02, rec
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+def test_fused_projections_equal_separate(kind):
+    """``fuse_projections``: q/k/v_proj and gate/up_proj as one GEMM each; same logits, same state_dict
+    keys, and ``unfuse_projections`` restores plain nn.Linear modules."""
+    from oscarkv.integrations.transformers import FusedSiblingLinear, fuse_projections, unfuse_projections
+    from tinymodels import tiny_model
+
+    m = tiny_model(kind)
+    ids = torch.randint(1, 100, (2, 9), generator=torch.Generator().manual_seed(0))
+    keys = set(m.state_dict())
+    with torch.no_grad():
+        want = m(ids).logits
+        assert fuse_projections(m) == 2 * m.config.num_hidden_layers
+        assert set(m.state_dict()) == keys
+        got = m(ids).logits
+        assert unfuse_projections(m) == 5 * m.config.num_hidden_layers
+        back = m(ids).logits
+    assert not any(isinstance(x, FusedSiblingLinear) for x in m.modules())
+    assert (got - want).abs().max() < 1e-5 and torch.equal(back, want)
+
+
+@needs_cc
+def test_compiled_step_with_fused_projections(config, rotations):
+    """The compiled paged step on a model with fused projections == the uncompiled step without them,
+    and inductor runs one GEMM per fused group (4 per layer + lm_head instead of 7 + 1)."""
+    from torch._inductor.utils import run_and_get_code
+
+    from oscarkv.integrations.transformers import fuse_projections
+    from tinymodels import tiny_model
+
+    ids = _prompts((40,))[0]
+    out = {}
+    for fused in (False, True):
+        m = tiny_model()
+        if fused:
+            fuse_projections(m)
+        c = _prefilled(m, config, rotations, ids)
+        try:
+            dec = GraphDecoder(m, c, use_graph=False, compile=fused)
+            tok = torch.ones(1, dtype=torch.long)
+            logits = []
+            for i in range(6):
+                if fused and i == 0:
+                    lg, code = run_and_get_code(dec.step, tok)
+                else:
+                    lg = dec.step(tok)
+                logits.append(lg.clone())
+                tok = lg.argmax(-1)
+        finally:
+            disable_oscar_attention(m)
+        out[fused] = torch.stack(logits)
+    assert (out[True] - out[False]).abs().max() < 1e-4
+    n_mm = sum(c.count("extern_kernels.mm(") + c.count("extern_kernels.addmm(") for c in code)
+    assert n_mm == 4 * config.num_hidden_layers + 1, n_mm

@@ -71,6 +71,13 @@ class GraphDecoder:
 
             if st.handle is None:
                 st.handle = ops.register(st)
+            # the layers' per-head rotations are made lazily on first use; make them now, so the compiled
+            # code does not trace the "not made yet" branch first and recompile on the next step
+            from ..dims import attention_dims
+
+            hq = attention_dims(model).num_heads
+            for layer in cache.layers:
+                layer._query_rotations(hq)
             self._fwd = compiled_forward(model)
 
     def _forward(self):
@@ -106,8 +113,9 @@ class GraphDecoder:
             st.preplanned = False
 
 
-def compiled_forward(model):
-    """``torch.compile(model.forward)`` (inductor, static shapes), made once per model and kept on it.
+def compiled_forward(model, dynamic: bool | None = False):
+    """``torch.compile(model.forward)`` (inductor; ``dynamic``: torch.compile's, static shapes by default),
+    made once per model and kept on it (a later call returns the first one, whatever its ``dynamic``).
     The bound ``forward`` is compiled rather than the module, so forward hooks (the padding hook of
     ``enable_oscar_attention``) stay outside the compiled region. Used by ``GraphDecoder(compile=True)``
     and by bench/bench_model.py for the BF16 baseline (the same compilation on both paths)."""
@@ -118,7 +126,7 @@ def compiled_forward(model):
         # one compiled entry per layer index is not needed (layers share code), but caches of different
         # sizes / batches each add one: allow more than the default 8 before falling back to eager
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        f = torch.compile(model.forward, dynamic=False)
+        f = torch.compile(model.forward, dynamic=dynamic)
         model._oscar_compiled_forward = f
     return f
 

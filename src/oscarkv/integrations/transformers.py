@@ -177,3 +177,90 @@ def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
     for c in (cache, enabled_cache):
         if c is not None:
             c.set_output_basis("original")
+
+
+# ------------------------------------------------------------------ fused sibling projections
+class _SiblingGroup:
+    """The input and fused output of the last call of a group of sibling projections."""
+
+    __slots__ = ("x", "y")
+
+    def __init__(self):
+        self.x = self.y = None
+
+
+class FusedSiblingLinear(torch.nn.Module):
+    """One of several ``nn.Linear`` siblings that read the same input (q/k/v_proj, gate/up_proj), run as
+    one GEMM over their concatenated weights: the first sibling of a call computes ``x @ W_all^T`` and
+    returns its slice; the others return theirs from the same output when they get the same input tensor
+    (else they compute their own slice). Batch-1 decode reads every weight once per step, and one large
+    GEMM reaches more of the memory bandwidth than three small ones (BENCHMARKS.md, compiled decode
+    step). ``torch.compile`` traces the sharing (one ``mm`` per group). ``weight`` / ``bias`` stay as
+    views into the fused tensors (state_dict keys unchanged)."""
+
+    def __init__(self, fused_w, fused_b, lo: int, hi: int, group: _SiblingGroup, first: bool, last: bool):
+        super().__init__()
+        self.fused_weight, self.fused_bias = fused_w, fused_b
+        self.weight = torch.nn.Parameter(fused_w[lo:hi], requires_grad=False)
+        self.bias = None if fused_b is None else torch.nn.Parameter(fused_b[lo:hi], requires_grad=False)
+        self.lo, self.hi, self.group, self.first, self.last = lo, hi, group, first, last
+        self.in_features, self.out_features = fused_w.shape[1], hi - lo
+
+    def forward(self, x):
+        g = self.group
+        if self.first:
+            g.x, g.y = x, torch.nn.functional.linear(x, self.fused_weight, self.fused_bias)
+        elif g.x is not x:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = g.y[..., self.lo:self.hi]
+        if self.last:  # do not keep the activations alive between forwards
+            g.x = g.y = None
+        return y
+
+
+_SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
+
+
+def fuse_projections(model) -> int:
+    """Replace each decoder layer's q/k/v_proj (and gate/up_proj) by ``FusedSiblingLinear`` over one
+    concatenated weight. Outputs equal the separate projections up to GEMM rounding. Call it after the
+    model is on its device and dtype (``.to()`` afterwards would copy the views apart), before
+    ``enable_oscar_attention``; undo with ``unfuse_projections``. Returns the number of groups fused.
+    Modules without plain ``nn.Linear`` siblings (or with some biases but not all) are left as they are."""
+    n = 0
+    for layer in model.modules():
+        for parent_name, names in _SIBLINGS:
+            parent = getattr(layer, parent_name, None)
+            if parent is None or not all(type(getattr(parent, k, None)) is torch.nn.Linear for k in names):
+                continue
+            lins = [getattr(parent, k) for k in names]
+            has_b = [lin.bias is not None for lin in lins]
+            if any(has_b) and not all(has_b):
+                continue
+            with torch.no_grad():
+                w = torch.cat([lin.weight for lin in lins], 0)
+                b = torch.cat([lin.bias for lin in lins], 0) if all(has_b) else None
+            group, lo = _SiblingGroup(), 0
+            for i, (k, lin) in enumerate(zip(names, lins)):
+                hi = lo + lin.out_features
+                setattr(parent, k, FusedSiblingLinear(w, b, lo, hi, group, i == 0, i == len(names) - 1))
+                lo = hi
+            n += 1
+    return n
+
+
+def unfuse_projections(model) -> int:
+    """Back to plain ``nn.Linear`` modules (own contiguous weights). Returns the number of modules restored."""
+    n = 0
+    for parent in list(model.modules()):
+        for k, mod in list(parent.named_children()):
+            if isinstance(mod, FusedSiblingLinear):
+                lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                                      device=mod.weight.device, dtype=mod.weight.dtype)
+                with torch.no_grad():
+                    lin.weight.copy_(mod.weight)
+                    if mod.bias is not None:
+                        lin.bias.copy_(mod.bias)
+                setattr(parent, k, lin)
+                n += 1
+    return n
