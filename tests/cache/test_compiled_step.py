@@ -213,3 +213,33 @@ def test_compiled_step_with_fused_projections(config, rotations):
     assert (out[True] - out[False]).abs().max() < 1e-4
     n_mm = sum(c.count("extern_kernels.mm(") + c.count("extern_kernels.addmm(") for c in code)
     assert n_mm == 4 * config.num_hidden_layers + 1, n_mm
+
+
+@needs_cc
+@pytest.mark.parametrize("kind,per_head", [("qwen2", False), ("llama", True)])
+def test_compiled_folded_rotations_equal_reference(kind, per_head):
+    """The compiled step's folds: R_V in v_proj (+ its bias for Qwen2's biased v_proj), R_V^T in o_proj,
+    q and k rotated in one GEMV (per-head rotations: one matrix per head of cat([q, k])) == the reference
+    cache (backend "reference", nothing folded) with the same method and page."""
+    from tinymodels import random_rotations, tiny_config, tiny_model
+
+    cfg, m = tiny_config(kind=kind), tiny_model(kind)
+    rot = random_rotations(cfg, per_head=per_head)
+    ids = _prompts((40,))[0]
+    c = OscarCache(cfg, "oscar", rotations=rot, backend="paged", max_tokens=96, **KW)
+    enable_oscar_attention(m, c, absorb_v_into_o_proj=True)
+    try:
+        assert all(layer.v_folded for layer in c.layers)
+        toks, logits = generate(m, c, ids, max_new_tokens=10, use_graph=False, compile=True, return_logits=True)
+    finally:
+        disable_oscar_attention(m)
+    assert not any(layer.v_folded for layer in c.layers)
+    ref = OscarCache(cfg, c.method, rotations=rot)
+    enable_oscar_attention(m, ref)
+    try:
+        want = m.generate(ids, cache=ref, max_new_tokens=10, do_sample=False, output_logits=True,
+                          return_dict_in_generate=True, pad_token_id=0)
+    finally:
+        disable_oscar_attention(m)
+    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
+    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4

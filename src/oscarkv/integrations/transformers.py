@@ -142,6 +142,7 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
     register()
     saved = {"attn": model.config._attn_implementation, "o_proj": {}}
     model.set_attn_implementation(PAGED_ATTENTION_NAME if cache.paged is not None else ATTENTION_NAME)
+    saved["v_proj"] = {}
     for m in mods:
         rv = _layer_rotations(cache, m.layer_idx)[1]
         absorbed = absorb_v_into_o_proj and rv is not None
@@ -150,10 +151,33 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
             saved["o_proj"][m.layer_idx] = w.detach().clone()
             with torch.no_grad():
                 w.copy_(fold_v_rotation_into_o_proj(w.detach(), rv, w.shape[1] // m.head_dim))
+            layer = cache.layers[m.layer_idx]
+            if isinstance(layer, PagedLayer) and _fold_v_rotation_into_v_proj(m, rv, saved["v_proj"]):
+                layer.v_folded = True  # values leave v_proj rotated: one GEMV less per layer and step
         m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
     saved["hook"] = track_padding(model)
     model._oscar_enabled = saved
     cache.set_output_basis("rotated")
+
+
+def _fold_v_rotation_into_v_proj(module, rv: torch.Tensor, saved: dict) -> bool:
+    """v_proj's rows of KV head h become R_V^T W_v[h] (bias b_h R_V), so that v_proj returns v R_V per head
+    (the paged backend, with R_V^T absorbed into o_proj: the rotation then costs nothing per step). Only a
+    plain linear v_proj (nn.Linear or a fused sibling); False when there is none."""
+    v = getattr(module, "v_proj", None)
+    w = getattr(v, "weight", None)
+    if w is None or w.ndim != 2 or w.shape[0] % module.head_dim:
+        return False
+    d = module.head_dim
+    hkv, hidden = w.shape[0] // d, w.shape[1]
+    saved[module.layer_idx] = (w.detach().clone(), None if v.bias is None else v.bias.detach().clone())
+    with torch.no_grad():
+        # per head: W_h^T [hidden, d] @ R_V -> rows of x, as rotate() takes them ([H, T, d] with T = hidden)
+        wt = w.detach().float().view(hkv, d, hidden).transpose(1, 2)
+        w.copy_(rotate(wt, rv).transpose(1, 2).reshape(hkv * d, hidden).to(w.dtype))
+        if v.bias is not None:
+            v.bias.copy_(rotate(v.bias.detach().float().view(hkv, 1, d), rv).reshape(-1).to(v.bias.dtype))
+    return True
 
 
 def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
@@ -171,6 +195,14 @@ def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
         if m.layer_idx in saved["o_proj"]:
             with torch.no_grad():
                 m.o_proj.weight.copy_(saved["o_proj"][m.layer_idx])
+        if m.layer_idx in saved.get("v_proj", {}):
+            w, b = saved["v_proj"][m.layer_idx]
+            with torch.no_grad():
+                m.v_proj.weight.copy_(w)
+                if b is not None:
+                    m.v_proj.bias.copy_(b)
+            if enabled_cache is not None and isinstance(enabled_cache.layers[m.layer_idx], PagedLayer):
+                enabled_cache.layers[m.layer_idx].v_folded = False
     saved["hook"].remove()
     model.set_attn_implementation(saved["attn"])
     model._oscar_enabled = None
