@@ -389,7 +389,8 @@ class PagedLayer(CacheLayerMixin):
                key: torch.Tensor | None = None, value: torch.Tensor | None = None) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
         in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj). ``key`` / ``value``:
-        the rotated rows ``update`` returned, used by the compiled step (``state.opaque``)."""
+        what ``update`` returned in the compiled step (``state.opaque``): k centered, not yet rotated (it is
+        rotated here together with q), v centered and rotated."""
         hq = query.shape[1]
         rq, rv, vm = self._query_rotations(hq)
         if self.state.opaque:  # compiled decode step: one opaque op per layer (cache/ops.py)
