@@ -15,12 +15,20 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
     - "bf16": transformers StaticCache (max_cache_len = context + 1) with an attention function that
       runs torch SDPA over the static buffer, the decode step captured in a CUDA graph the same way;
       each SDPA backend (flash, cuDNN, efficient) is captured and the fastest is reported;
+  with ``--modes compiled`` also "oscar_compiled" / "bf16_compiled": the same steps ``torch.compile``d
+  first (``oscarkv.cache.graph.compiled_forward``: one compilation of ``model.forward`` shared by both
+  paths; OSCAR's append + attention is the opaque op ``oscarkv::paged_decode``), then captured the same
+  way (BF16 with the SDPA backends of ``--compiled-bf16-backends``, cuDNN by default: each costs a
+  compilation);
   beside the ideal from bytes: (weights read per step + KV bytes read per step) / copy bandwidth
   (torch copy_ of 2 GiB, read + write bytes, measured in the same run).
 * throughput at equal KV memory: a KV budget (default 40 GiB) at 32K context; the largest batch each
   method fits (OSCAR: pool bytes actually allocated per row, incl. the null block and block rounding;
   BF16: the StaticCache's K/V), its graph step time and decode tokens/s.
 * KV bytes per token and effective bits per element actually allocated (pools / static buffers).
+
+``--fuse-projections`` runs every variant on the model with q/k/v_proj and gate/up_proj fused into one
+GEMM each (``oscarkv.integrations.transformers.fuse_projections``).
 
 The caches are filled synthetically (random rotated K/V written through ``write_kv`` with the block
 manager's plan for the whole context; random K/V copied into the StaticCache) instead of running a
@@ -31,6 +39,7 @@ transformers' ``model.generate`` (a real N-token prefill + 8 decode steps) on th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -47,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from oscarkv.cache import OscarCache  # noqa: E402
-from oscarkv.cache.graph import GraphDecoder, _cache_kwarg, generate  # noqa: E402
+from oscarkv.cache.graph import GraphDecoder, _cache_kwarg, compiled_forward, generate  # noqa: E402
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention  # noqa: E402
 from oscarkv.rotation import RotationSet, config_hash  # noqa: E402
 
@@ -202,28 +211,39 @@ def replay_ms(graph, n, device, before=None):
     return statistics.median(ts)
 
 
-def bench_oscar(model, cfg, rot, context, batch, steps, device):
+@contextlib.contextmanager
+def oscar_session(model, cfg, rot, context, batch, steps, device, compile=False):
+    """A filled paged cache and its ``GraphDecoder`` (warmed up: compiled / captured), as a dict."""
     dtype = next(model.parameters()).dtype
     cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
-                       max_tokens=context + steps + 32, backend="paged")
+                       max_tokens=context + steps + 64, backend="paged")
     enable_oscar_attention(model, cache, absorb_v_into_o_proj=True)
     try:
         fill_paged(cache, batch, context, device, dtype)
-        dec = GraphDecoder(model, cache, use_graph=device != "cpu")
+        dec = GraphDecoder(model, cache, use_graph=device != "cpu", compile=compile)
         tok = torch.ones(batch, dtype=torch.long, device=device)
-        for _ in range(3):  # eager warm-up (kernel compilation), capture, one replay
+        t0 = time.perf_counter()
+        # steps outside the graph (kernel JIT; compiled: compilation + a guard check), capture, one replay
+        for _ in range(4 if compile else 3):
             dec.step(tok)
-        step_s = time_steps(lambda: dec.step(tok), steps, device)
-        rep = replay_ms(dec.graph, steps, device)
-        alloc, read = paged_bytes(cache, context, batch)
-        return {"step_ms": step_s * 1e3, "replay_ms": rep, "kv_alloc_bytes": alloc, "kv_read_bytes": read,
-                "page": cache.method.page}
+        sync(device)
+        yield {"cache": cache, "dec": dec, "step": lambda: dec.step(tok), "graph": dec.graph,
+               "warmup_s": time.perf_counter() - t0}
     finally:
         disable_oscar_attention(model)
         del cache
         gc.collect()
         if device != "cpu":
             torch.cuda.empty_cache()
+
+
+def bench_oscar(model, cfg, rot, context, batch, steps, device, compile=False):
+    with oscar_session(model, cfg, rot, context, batch, steps, device, compile) as s:
+        step_s = time_steps(s["step"], steps, device)
+        rep = replay_ms(s["graph"], steps, device)
+        alloc, read = paged_bytes(s["cache"], context, batch)
+        return {"step_ms": step_s * 1e3, "replay_ms": rep, "kv_alloc_bytes": alloc, "kv_read_bytes": read,
+                "page": s["cache"].method.page, "warmup_s": s["warmup_s"]}
 
 
 def oscar_row_bytes(cfg, rot, context, device):
@@ -248,14 +268,16 @@ def _bf16_attention(module, query, key, value, attention_mask, scaling=None, **k
     return out.transpose(1, 2).contiguous(), None
 
 
-def bench_bf16(model, cfg, context, batch, steps, device):
+@contextlib.contextmanager
+def bf16_session(model, cfg, context, batch, device, compile=False):
+    """A StaticCache filled with random K/V (write position reset before every step) and the decode
+    forward (``compile``: ``graph.compiled_forward(model)``, the same compilation as the OSCAR step)."""
     from transformers import AttentionInterface, StaticCache
 
     AttentionInterface.register(BF16_ATTN, _bf16_attention)
     prev = model.config._attn_implementation
     model.set_attn_implementation(BF16_ATTN)
-    L, hkv, d = dims(cfg)
-    dtype = next(model.parameters()).dtype
+    cache = None
     try:
         cache = StaticCache(config=cfg, max_cache_len=context + 1)
         ids = torch.ones(batch, 1, dtype=torch.long, device=device)
@@ -272,44 +294,12 @@ def bench_bf16(model, cfg, context, batch, steps, device):
             for layer in cache.layers:
                 layer.cumulative_length.fill_(context)
 
+        f = compiled_forward(model) if compile else model
+
         def fwd():
-            return model(input_ids=ids, position_ids=pos, **ck).logits
+            return f(input_ids=ids, position_ids=pos, **ck).logits
 
-        results = {}
-        backends = [None] if device == "cpu" else ["FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"]
-        for name in backends:
-            try:
-                from torch.nn.attention import SDPBackend, sdpa_kernel
-
-                ctx = sdpa_kernel([getattr(SDPBackend, name)]) if name else torch.no_grad()
-                with torch.no_grad(), ctx:
-                    reset()
-                    fwd()
-                    if device == "cpu":
-                        t = time_steps(lambda: (reset(), fwd()), steps, device)
-                        results["default"] = {"step_ms": t * 1e3, "replay_ms": None}
-                        continue
-                    graph = torch.cuda.CUDAGraph()
-                    reset()
-                    with torch.cuda.graph(graph):
-                        fwd()
-
-                    def step():
-                        reset()
-                        graph.replay()
-
-                    t = time_steps(step, steps, device)
-                    # every replay must start at the same write position (the graph's add_ advances it)
-                    results[name] = {"step_ms": t * 1e3, "replay_ms": replay_ms(graph, steps, device, before=reset)}
-                    del graph
-            except Exception as e:  # a backend that does not support the shape
-                results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-        alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers)
-        read = L * hkv * batch * (context + 1) * d * 2 * 2
-        ok = {k: v for k, v in results.items() if "step_ms" in v}
-        best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
-        return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,
-                "replay_ms": ok[best]["replay_ms"] if best else None, "kv_alloc_bytes": alloc, "kv_read_bytes": read}
+        yield {"cache": cache, "reset": reset, "fwd": fwd}
     finally:
         model.set_attn_implementation(prev)
         cache = None
@@ -318,11 +308,96 @@ def bench_bf16(model, cfg, context, batch, steps, device):
             torch.cuda.empty_cache()
 
 
+def capture_bf16(sess, device, compile, backend=None):
+    """Warm up (compiled: twice, then capture without recompiling) and capture one decode step under the
+    SDPA ``backend``; returns (graph or None on CPU, step function)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    reset, fwd = sess["reset"], sess["fwd"]
+    ctx = sdpa_kernel([getattr(SDPBackend, backend)]) if backend else contextlib.nullcontext()
+    with torch.no_grad(), ctx:
+        for _ in range(2 if compile else 1):
+            reset()
+            fwd()
+        if device == "cpu":
+            def cpu_step():
+                with torch.no_grad():
+                    reset()
+                    fwd()
+
+            return None, cpu_step
+        graph = torch.cuda.CUDAGraph()
+        reset()
+        stance = torch.compiler.set_stance("fail_on_recompile") if compile else contextlib.nullcontext()
+        with stance, torch.cuda.graph(graph):
+            fwd()
+
+    def step():
+        reset()  # every replay must start at the same write position (the graph's add_ advances it)
+        graph.replay()
+
+    return graph, step
+
+
+def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backends=None):
+    L, hkv, d = dims(cfg)
+    with bf16_session(model, cfg, context, batch, device, compile) as sess:
+        cache = sess["cache"]
+        results = {}
+        if backends is None:
+            backends = [None] if device == "cpu" else ["FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"]
+        for name in backends:
+            try:
+                t0 = time.perf_counter()
+                graph, step = capture_bf16(sess, device, compile, name)
+                warm = time.perf_counter() - t0
+                t = time_steps(step, steps, device)
+                results[name or "default"] = {"step_ms": t * 1e3, "replay_ms": replay_ms(graph, steps, device, before=sess["reset"]),
+                                              "warmup_s": warm}
+                del graph
+            except Exception as e:  # a backend that does not support the shape
+                results[name or "default"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers)
+        read = L * hkv * batch * (context + 1) * d * 2 * 2
+        ok = {k: v for k, v in results.items() if "step_ms" in v}
+        best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
+        return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,
+                "replay_ms": ok[best]["replay_ms"] if best else None, "kv_alloc_bytes": alloc, "kv_read_bytes": read}
+
+
 # ------------------------------------------------------------------ main
+def _methods(args, ctx, oscar, bf16, equal_memory=False):
+    """(name, thunk) per measured variant: "oscar" / "bf16" (uncompiled step in a CUDA graph, all SDPA
+    backends for BF16) where ``--modes`` has "graph" (and, at batch 1, ``ctx`` is in ``--graph-contexts`` if given),
+    "oscar_compiled" / "bf16_compiled" (``torch.compile``d step in a CUDA graph; BF16 with the SDPA
+    backends of ``--compiled-bf16-backends``) where it has "compiled"."""
+    out = []
+    eager_ok = "graph" in args.modes and (not args.graph_contexts or ctx in args.graph_contexts or equal_memory)
+    cb = None if args.smoke else args.compiled_bf16_backends
+    if eager_ok:
+        out.append(("oscar", lambda: oscar(False, None)))
+    if "compiled" in args.modes:
+        out.append(("oscar_compiled", lambda: oscar(True, None)))
+    if eager_ok:
+        out.append(("bf16", lambda: bf16(False, None)))
+    if "compiled" in args.modes:
+        out.append(("bf16_compiled", lambda: bf16(True, cb)))
+    return out
+
+
 def run_model(name, cfg, args, device, bw, out):
     log(f"== {name}")
     t0 = time.time()
     model = build_model(cfg, device)
+    if args.fuse_projections:
+        from oscarkv.integrations.transformers import fuse_projections
+
+        log(f"fused projection groups: {fuse_projections(model)}")
+    if "compiled" in args.modes:
+        # one compilation of model.forward for both paths; "automatic dynamic" (torch's default) so that the
+        # BF16 StaticCache of the next context length recompiles once with a symbolic length instead of once
+        # per context (OSCAR's traced shapes do not depend on the context at all)
+        compiled_forward(model, dynamic=None if args.compile_dynamic else False)
     L, hkv, d = dims(cfg)
     rot = random_rotations(cfg, d)
     wbytes = weight_bytes_read(model)
@@ -330,8 +405,8 @@ def run_model(name, cfg, args, device, bw, out):
     log(f"model built in {time.time() - t0:.1f}s; weights read per step {wbytes / 1e9:.2f} GB")
     for ctx in args.contexts:
         row = {"context": ctx}
-        for meth, fn in (("oscar", lambda: bench_oscar(model, cfg, rot, ctx, 1, args.steps, device)),
-                         ("bf16", lambda: bench_bf16(model, cfg, ctx, 1, args.steps, device))):
+        for meth, fn in _methods(args, ctx, lambda c, b: bench_oscar(model, cfg, rot, ctx, 1, args.steps, device, c),
+                                 lambda c, b: bench_bf16(model, cfg, ctx, 1, args.steps, device, c, b)):
             try:
                 r = fn()
                 r["ideal_ms"] = (wbytes + r["kv_read_bytes"]) / bw * 1e3 if bw == bw else None
@@ -340,7 +415,7 @@ def run_model(name, cfg, args, device, bw, out):
                 row[meth] = r
             except Exception as e:
                 row[meth] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-            log(f"  {ctx:>6} {meth:5s} {json.dumps(row[meth])[:400]}")
+            log(f"  {ctx:>6} {meth:14s} {json.dumps(row[meth])[:400]}")
         rec["batch1"].append(row)
         out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
         Path(args.out).write_text(json.dumps(out, indent=1))
@@ -353,16 +428,17 @@ def run_model(name, cfg, args, device, bw, out):
         if args.max_batch:
             b_oscar, b_bf16 = min(b_oscar, args.max_batch), min(b_bf16, args.max_batch)
         eq = {"context": ctx, "kv_budget_bytes": budget, "oscar_bytes_per_row": per_row_oscar, "bf16_bytes_per_row": per_row_bf16}
-        for meth, b, fn in (("oscar", b_oscar, lambda b: bench_oscar(model, cfg, rot, ctx, b, args.steps, device)),
-                            ("bf16", b_bf16, lambda b: bench_bf16(model, cfg, ctx, b, args.steps, device))):
+        for meth, fn in _methods(args, ctx, lambda c, be: bench_oscar(model, cfg, rot, ctx, b_oscar, args.steps, device, c),
+                                 lambda c, be: bench_bf16(model, cfg, ctx, b_bf16, args.steps, device, c, be), True):
+            b = b_oscar if meth.startswith("oscar") else b_bf16
             try:
-                r = fn(b)
+                r = fn()
                 r["batch"] = b
                 r["tokens_per_s"] = b / (r["step_ms"] / 1e3)
                 eq[meth] = r
             except Exception as e:
                 eq[meth] = {"batch": b, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-            log(f"  equal-memory {meth:5s} {json.dumps(eq[meth])[:400]}")
+            log(f"  equal-memory {meth:14s} {json.dumps(eq[meth])[:400]}")
         rec["equal_memory"] = eq
     out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
     Path(args.out).write_text(json.dumps(out, indent=1))
@@ -409,10 +485,22 @@ def main():
     ap.add_argument("--kv-budget-gib", type=float, default=40.0)
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--generate-128k", type=int, default=0, help="context of a real generate run (0: skip)")
+    ap.add_argument("--modes", default="graph",
+                    help="graph: uncompiled step in a CUDA graph; compiled: torch.compile'd step in a CUDA graph")
+    ap.add_argument("--graph-contexts", default="", help="batch-1 contexts of the uncompiled runs (default: all)")
+    ap.add_argument("--compiled-bf16-backends", default="CUDNN_ATTENTION",
+                    help="SDPA backends tried for the compiled BF16 step (each compiles once)")
+    ap.add_argument("--static-compile", dest="compile_dynamic", action="store_false",
+                    help="torch.compile(dynamic=False): one compilation per context length / batch")
+    ap.add_argument("--fuse-projections", action="store_true",
+                    help="oscarkv.integrations.transformers.fuse_projections: q/k/v and gate/up as one GEMM each (all modes)")
     ap.add_argument("--out", default="bench_model.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     args.contexts = [int(x) for x in args.contexts.split(",") if x]
+    args.modes = args.modes.split(",")
+    args.graph_contexts = [int(x) for x in args.graph_contexts.split(",") if x]
+    args.compiled_bf16_backends = [x for x in args.compiled_bf16_backends.split(",") if x]
     device = "cpu" if args.smoke else "cuda"
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "models": [],
            "torch": torch.__version__}

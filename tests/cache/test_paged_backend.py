@@ -169,9 +169,11 @@ def test_incremental_static_tables_equal_full_metadata():
     st.pad = torch.tensor([0, 37, 5])
     st.allocate(3, torch.device("cpu"), torch.float32, 60)
     st.begin_forward(60)
+    st.end_forward()  # planner only: no layer runs here
     st.make_static()
     for _ in range(200):
         st.begin_forward(1)
+        st.end_forward()
         full = st.mgr.metadata([0, 1, 2])
         sm = st.static_meta
         for a, b in ((sm.hp_block_tables, full.hp_block_tables), (sm.int2_block_tables, full.int2_block_tables)):
@@ -213,3 +215,37 @@ def test_tile16_pool_layout_equals_reference(model, config, rotations):
     assert q.paged.pools[0].layout == "logical"
     assert torch.equal(got.sequences, want.sequences)
     assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4
+
+
+def test_forward_that_fails_half_way_poisons_the_cache(model, config, rotations, monkeypatch):
+    """Issue 11: a write that fails in layer 1 leaves layer 0's rows written and the lengths advanced; the
+    cache must refuse every later forward with one clear line instead of attending over half-written rows."""
+    import oscarkv.kernels as kernels
+
+    cache = paged(config, "oscar", rotations)
+    ids = _prompts((40,))[0]
+    run(model, cache, ids, max_new_tokens=2)
+    real, calls = kernels.write_kv, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("simulated kernel failure")
+        return real(*a, **k)
+
+    monkeypatch.setattr(kernels, "write_kv", flaky)
+    with pytest.raises(RuntimeError, match="simulated"):
+        run(model, cache, torch.cat([ids, torch.tensor([[5, 6]])], 1), max_new_tokens=1)
+    monkeypatch.setattr(kernels, "write_kv", real)
+    with pytest.raises(StateError, match="inconsistent .*create a new OscarCache"):
+        run(model, cache, torch.cat([ids, torch.tensor([[5, 6, 7]])], 1), max_new_tokens=1)
+
+
+def test_refused_forward_changes_nothing(model, config, rotations):
+    """A forward refused on the host (cache full) happens before anything is planned: the cache keeps
+    working and equals a cache that never saw the refused call."""
+    ids = _prompts((40,))[0]
+    a = paged(config, "oscar", rotations, max_tokens=48)
+    with pytest.raises(StateError, match="full"):
+        run(model, a, ids, max_new_tokens=20)  # 40 + 20 > 48: refused at the step that would overflow
+    assert a.get_seq_length() == 48 and a.paged.broken is None

@@ -9,6 +9,15 @@ model's layers, the rotations, ``write_kv`` and ``decode_attention``. No compila
 Triton kernels run as they are. The pool is preallocated for ``max_tokens`` per row; a step past it
 raises ``StateError`` before anything is replayed.
 
+``compile=True`` first compiles the step with ``torch.compile`` (inductor, ``dynamic=False``): the
+model's small ops (RMSNorm, q/k norm, RoPE, SiLU, residual adds, casts, our rotations) fuse into a few
+Triton kernels, while each layer's append + INT2 attention stays one opaque custom op
+(``oscarkv::paged_decode``, cache/ops.py), so dynamo never traces the host-side planning or the ctypes /
+Triton launches. The compiled step is then captured in the CUDA graph as before: the graph replays far
+fewer kernels (on an H200 the uncompiled graph replays ~50 small kernels per layer at a few us each).
+The first two steps run the compiled code outside the graph (compilation, then a check that it does
+not recompile); capture runs under ``torch.compiler.set_stance("fail_on_recompile")``.
+
 ``GraphDecoder(model, cache)`` after a prefill; ``step(tokens)`` returns the next logits.
 ``generate(model, cache, input_ids, ...)`` is a small greedy / sampling loop on top (``model.generate``
 works with the paged cache too, eagerly).
@@ -16,6 +25,7 @@ works with the paged cache too, eagerly).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -34,7 +44,7 @@ class GraphDecoder:
     ``use_graph=False`` runs the same step eagerly on the same fixed buffers (CPU tests, debugging).
     """
 
-    def __init__(self, model, cache, use_graph: bool | None = None):
+    def __init__(self, model, cache, use_graph: bool | None = None, compile: bool = False):
         st = getattr(cache, "paged", None)
         if st is None or st.mgr is None:
             raise StateError("GraphDecoder needs a paged OscarCache that holds a prefill: call "
@@ -54,9 +64,29 @@ class GraphDecoder:
         self.graph = None
         self.out = None
         self._eager_steps = 0
+        self.compile = compile
+        self._fwd = model
+        if compile:
+            from . import ops
+
+            if st.handle is None:
+                st.handle = ops.register(st)
+            # the layers' per-head rotations are made lazily on first use; make them now, so the compiled
+            # code does not trace the "not made yet" branch first and recompile on the next step
+            from ..dims import attention_dims
+
+            hq = attention_dims(model).num_heads
+            for layer in cache.layers:
+                layer._query_rotations(hq)
+            self._fwd = compiled_forward(model)
 
     def _forward(self):
-        return self.model(input_ids=self.ids, position_ids=self.pos, **self.kw).logits
+        st = self.state
+        st.opaque = self.compile
+        try:
+            return self._fwd(input_ids=self.ids, position_ids=self.pos, **self.kw).logits
+        finally:
+            st.opaque = False
 
     @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -67,17 +97,45 @@ class GraphDecoder:
         st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
         st.preplanned = True
         try:
-            if not self.use_graph or self._eager_steps < 1:  # first step eager: compiles the Triton kernels
+            # first step(s) outside the graph: compile the Triton kernels (and, compiled, the step twice:
+            # compilation, then a run that must hit the compiled code's guards)
+            if not self.use_graph or self._eager_steps < (2 if self.compile else 1):
                 self._eager_steps += 1
-                return self._forward()[:, -1]
+                out = self._forward()[:, -1]
+                st.end_forward()  # the opaque (compiled) layers do not count themselves
+                return out
             if self.graph is None:
                 self.graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(self.graph):
+                stance = torch.compiler.set_stance("fail_on_recompile") if self.compile else contextlib.nullcontext()
+                with stance, torch.cuda.graph(self.graph):
                     self.out = self._forward()
             self.graph.replay()
+            st.end_forward()
             return self.out[:, -1]
+        except BaseException as e:
+            if st.broken is None:
+                st.mark_broken(f"a decode step failed: {type(e).__name__}")
+            raise
         finally:
             st.preplanned = False
+
+
+def compiled_forward(model, dynamic: bool | None = False):
+    """``torch.compile(model.forward)`` (inductor; ``dynamic``: torch.compile's, static shapes by default),
+    made once per model and kept on it (a later call returns the first one, whatever its ``dynamic``).
+    The bound ``forward`` is compiled rather than the module, so forward hooks (the padding hook of
+    ``enable_oscar_attention``) stay outside the compiled region. Used by ``GraphDecoder(compile=True)``
+    and by bench/bench_model.py for the BF16 baseline (the same compilation on both paths)."""
+    f = getattr(model, "_oscar_compiled_forward", None)
+    if f is None:
+        import torch._dynamo
+
+        # one compiled entry per layer index is not needed (layers share code), but caches of different
+        # sizes / batches each add one: allow more than the default 8 before falling back to eager
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        f = torch.compile(model.forward, dynamic=dynamic)
+        model._oscar_compiled_forward = f
+    return f
 
 
 def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None, generator=None):
@@ -94,10 +152,11 @@ def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: in
 def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
              max_new_tokens: int = 32, do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
              generator=None, use_graph: bool | None = None, return_logits: bool = False,
-             eos_token_id: int | list[int] | None = None, pad_token_id: int = 0):
+             eos_token_id: int | list[int] | None = None, pad_token_id: int = 0, compile: bool = False):
     """Prefill ``input_ids`` (left-padded rows with ``attention_mask``) through the paged ``cache``, then
     up to ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, n] (and the logits of
-    every step with ``return_logits``). A row that produced ``eos_token_id`` continues with
+    every step with ``return_logits``). ``compile=True``: the decode step is compiled with ``torch.compile``
+    before capture (``GraphDecoder``). A row that produced ``eos_token_id`` continues with
     ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on."""
     if cache.get_seq_length() != 0:
         raise StateError("generate needs an empty cache")
@@ -115,7 +174,7 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
         pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     kw = {_cache_kwarg(model): cache, "use_cache": True}
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=1, **kw).logits[:, -1]
-    dec = GraphDecoder(model, cache, use_graph=use_graph)
+    dec = GraphDecoder(model, cache, use_graph=use_graph, compile=compile)
     toks, all_logits = [], []
     eos = None if eos_token_id is None else torch.tensor(
         [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=input_ids.device)

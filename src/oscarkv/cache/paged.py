@@ -93,10 +93,19 @@ class PagedState:
         self.preplanned = False  # a graph runner planned this forward already
         self.graph_capacity: int | None = None  # static table width (graph mode)
         self.cur = None  # this forward's plan: dict
+        # Set when a forward stopped after some layers had written their rows (an exception between
+        # begin_forward and the last layer): the manager's lengths and the pools no longer agree and a
+        # page demotion may have reused ring slots, so there is nothing exact to roll back to. Every later
+        # use raises this message instead of attending over half-written rows.
+        self.broken: str | None = None
         # pool layout: "tile16" feeds the CUDA decode/append kernels (kernels/cuda_ops.py), "logical" the
         # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
         self.layout = "auto"
         self._decode_plans: dict = {}
+        # compiled decode step (graph.GraphDecoder(compile=True)): the layers hand q/k/v to the opaque op
+        # ``oscarkv::paged_decode`` (cache/ops.py) instead of keeping per-layer Python state
+        self.opaque = False
+        self.handle: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
@@ -161,6 +170,23 @@ class PagedState:
                                                  self.static_meta, self.device, dtype)
         return self._decode_plans[key]
 
+    def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+        """One decode step of layer ``idx``: append the rotated rows k / v ``[B, Hkv, d]`` (``write_kv``,
+        with page demotion) and attend with q ``[B, Hq, d]`` (rotated) over the pools -> ``[B, Hq, d]``,
+        contiguous, q's dtype. The eager path and the compiled path's op (cache/ops.py) both call it."""
+        from ..kernels import decode_attention, write_kv
+
+        cur = self.cur
+        if cur is None or not cur["decode"]:
+            raise StateError("a paged decode step ran outside a planned decode forward (one token per row after a prefill)")
+        pool, kb = self.pools[idx], self.kernel_backend
+        # rows may be strided views (a fused v_proj's slice of a batch): the append kernels take dense rows
+        write_kv(pool, k.contiguous(), v.contiguous(), cur["plan"], backend=kb)
+        plan = self.decode_plan(q.shape[1], q.dtype)
+        kw = {} if plan is None else {"plan": plan}
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        return decode_attention(q, pool, cur["after"], sm_scale=scale, backend=kb, out=out, **kw)
+
     def nbytes(self) -> int:
         return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
                                                                p.v_zero, p.k_hp, p.v_hp)) for p in self.pools)
@@ -173,6 +199,7 @@ class PagedState:
         """Plan the writes of ``t`` new tokens per row (host side) and build this forward's tables."""
         from ..kernels import OutOfBlocksError
 
+        self.check_consistent()
         rows = list(range(self.batch))
         first = self.n == 0
         pad = self.pad.tolist() if first else [0] * self.batch
@@ -191,7 +218,7 @@ class PagedState:
             raise StateError(f"the paged OscarCache ran out of blocks: {e}") from None
         self.n += t
         decode = t == 1 and not first
-        cur = {"t": t, "decode": decode, "before": before, "first": first}
+        cur = {"t": t, "decode": decode, "before": before, "first": first, "done": 0}
         if decode:  # eager or graph-replayed: the same fixed buffers, updated in O(batch) host work
             if self.graph_capacity is None:
                 self.make_static()
@@ -206,6 +233,24 @@ class PagedState:
             cur["sel"] = sel.to(self.device)
             cur["cu"] = [0] + torch.tensor(counts).cumsum(0).tolist()
         self.cur = cur
+
+    def check_consistent(self) -> None:
+        """Raise if an earlier forward stopped half way (see ``broken``); checks happen on the host before
+        anything is planned, so a refused forward (full cache, all-padding row) changes nothing."""
+        if self.broken is None and self.cur is not None and self.cur["done"] < len(self.pools):
+            self.mark_broken(f"a forward stopped after {self.cur['done']} of {len(self.pools)} layers had written "
+                             "their new rows")
+        if self.broken is not None:
+            raise StateError(self.broken)
+
+    def mark_broken(self, what: str) -> None:
+        self.broken = (f"this paged OscarCache is inconsistent ({what}) and cannot be rolled back; "
+                       "create a new OscarCache and run the prompt again")
+
+    def end_forward(self) -> None:
+        """A graph replay ran every layer (the Python layer code runs only at capture)."""
+        if self.cur is not None:
+            self.cur["done"] = len(self.pools)
 
     # ------------------------------------------------------------------ CUDA graphs
     def make_static(self) -> None:
@@ -301,6 +346,9 @@ class PagedLayer(CacheLayerMixin):
         self.rotated_outputs = True
         self.fresh = False
         self.pending = None
+        # R_V folded into v_proj (enable_oscar_attention(..., absorb_v_into_o_proj=True) on this backend):
+        # values arrive rotated, only their rotated mean is subtracted
+        self.v_folded = False
 
     def lazy_initialization(self, key_states, value_states) -> None:
         st = self.state
@@ -311,6 +359,7 @@ class PagedLayer(CacheLayerMixin):
         self.k_rot, self.v_rot, self.q_rot = dev(self.plan.k_rot), dev(self.plan.v_rot), dev(self.plan.k_query_rot)
         # exact centering (rotation/centering.py): rows stored as (x - mean) @ R, mu_V added to the output
         self.k_mean, self.v_mean = dev(self.plan.k_mean), dev(self.plan.v_mean)
+        self.v_mean_rot = rotated_mean(self.v_mean, self.v_rot)  # mu_V R_V, for values rotated by v_proj
         self.batch_size = key_states.shape[0]
         self.is_initialized = True
 
@@ -323,8 +372,14 @@ class PagedLayer(CacheLayerMixin):
         st = self.state
         if self.idx == 0 and not st.preplanned:
             st.begin_forward(key_states.shape[2])
-        kr = rotate(center(key_states, self.k_mean), self.k_rot)
-        vr = rotate(center(value_states, self.v_mean), self.v_rot)
+        kc = center(key_states, self.k_mean)
+        if self.v_folded:  # v = x W_v'^T = (x W_v^T) R_V already: (v - mu) R_V = v' - mu R_V
+            vr = center(value_states, self.v_mean_rot)
+        else:
+            vr = rotate(center(value_states, self.v_mean), self.v_rot)
+        if st.opaque:  # compiled step: the attention function gets kc / vr and rotates k together with q
+            return kc, vr
+        kr = rotate(kc, self.k_rot)
         self.pending = (kr, vr)
         self.fresh = True
         return kr, vr
@@ -339,21 +394,61 @@ class PagedLayer(CacheLayerMixin):
 
             self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
             self._vm = rotated_mean(self.v_mean, self.v_rot)
+            # the compiled step rotates q [B, Hq, 1, d] and k [B, Hkv, 1, d] in one batched GEMV:
+            # the transforms of both, one per head of cat([q, k], heads) (or one shared matrix)
+            self._rqk = None
+            if self.q_rot is not None and self.k_rot is not None:
+                if self.plan.k_query_rot is self.plan.k_rot and self.k_rot.shape[0] == 1:
+                    self._rqk = self._rq
+                else:
+                    def heads(r, n):
+                        r = expand_heads(r, n).to(self.device, torch.float32)
+                        return r.expand(n, *r.shape[-2:])
+
+                    self._rqk = torch.cat([heads(self.q_rot, hq), heads(self.k_rot, self.state.num_kv_heads)]).contiguous()
             self._rot_cache_key = hq
         return self._rq, self._rv, self._vm
 
-    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True) -> torch.Tensor:
+    def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True,
+               key: torch.Tensor | None = None, value: torch.Tensor | None = None) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
-        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj)."""
-        rq, rv, vm = self._query_rotations(query.shape[1])
-        out = self._attend(rotate(query, rq), scaling)
+        in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj). ``key`` / ``value``:
+        what ``update`` returned in the compiled step (``state.opaque``): k centered, not yet rotated (it is
+        rotated here together with q), v centered and rotated."""
+        hq = query.shape[1]
+        rq, rv, vm = self._query_rotations(hq)
+        if self.state.opaque:  # compiled decode step: one opaque op per layer (cache/ops.py)
+            if query.shape[2] != 1 or key is None:
+                raise StateError("the compiled paged step runs decode steps only (one token per row)")
+            from . import ops  # noqa: F401  (registers torch.ops.oscarkv.paged_decode)
+
+            if self._rqk is not None:  # key arrives centered, not rotated (update): q and k in one GEMV
+                qk = rotate(torch.cat([query, key], dim=1), self._rqk)
+                q, k = qk[:, :hq], qk[:, hq:]
+            else:
+                q, k = rotate(query, rq), rotate(key, self.k_rot)
+            scale = scaling if scaling is not None else 1.0 / math.sqrt(q.shape[-1])
+            out = torch.ops.oscarkv.paged_decode(q[:, :, 0].contiguous(), k[:, :, 0], value[:, :, 0],
+                                                 self.state.handle, self.idx, float(scale))[:, None]
+        else:
+            out = self._attend(rotate(query, rq), scaling)
         out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
         if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
 
     def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
-        from ..kernels import decode_attention, prefill_attention, write_kv
+        st = self.state
+        try:
+            out = self._attend_layer(q, scaling)
+        except BaseException as e:
+            st.mark_broken(f"layer {self.idx} failed while writing or attending: {type(e).__name__}")
+            raise
+        st.cur["done"] += 1
+        return out
+
+    def _attend_layer(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
+        from ..kernels import prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
         kr, vr = self.pending
@@ -363,11 +458,7 @@ class PagedLayer(CacheLayerMixin):
         scale = scaling if scaling is not None else 1.0 / math.sqrt(d)
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
-            write_kv(pool, kr[:, :, 0], vr[:, :, 0], cur["plan"], backend=kb)
-            plan = st.decode_plan(hq, q.dtype)
-            kw = {} if plan is None else {"plan": plan}
-            out = decode_attention(q[:, :, 0], pool, cur["after"], sm_scale=scale, backend=kb, **kw)
-            return out[:, None]
+            return st.decode_layer(self.idx, q[:, :, 0], kr[:, :, 0], vr[:, :, 0], scale)[:, None]
         sel = cur["sel"]
         flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
         qp, kp, vp = flat(q), flat(kr), flat(vr)

@@ -67,6 +67,8 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
             "use oscarkv.integrations.transformers.enable_oscar_attention(model, cache)"
         )
     layer = st.cache.layers[st.layer_idx]
+    if isinstance(layer, PagedLayer) and layer.state.opaque:  # compiled step: key/value are this step's rows
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed, key=key, value=value), None
     if not layer.fresh:
         raise StateError(
             "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
@@ -140,6 +142,7 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
     register()
     saved = {"attn": model.config._attn_implementation, "o_proj": {}}
     model.set_attn_implementation(PAGED_ATTENTION_NAME if cache.paged is not None else ATTENTION_NAME)
+    saved["v_proj"] = {}
     for m in mods:
         rv = _layer_rotations(cache, m.layer_idx)[1]
         absorbed = absorb_v_into_o_proj and rv is not None
@@ -148,10 +151,33 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
             saved["o_proj"][m.layer_idx] = w.detach().clone()
             with torch.no_grad():
                 w.copy_(fold_v_rotation_into_o_proj(w.detach(), rv, w.shape[1] // m.head_dim))
+            layer = cache.layers[m.layer_idx]
+            if isinstance(layer, PagedLayer) and _fold_v_rotation_into_v_proj(m, rv, saved["v_proj"]):
+                layer.v_folded = True  # values leave v_proj rotated: one GEMV less per layer and step
         m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
     saved["hook"] = track_padding(model)
     model._oscar_enabled = saved
     cache.set_output_basis("rotated")
+
+
+def _fold_v_rotation_into_v_proj(module, rv: torch.Tensor, saved: dict) -> bool:
+    """v_proj's rows of KV head h become R_V^T W_v[h] (bias b_h R_V), so that v_proj returns v R_V per head
+    (the paged backend, with R_V^T absorbed into o_proj: the rotation then costs nothing per step). Only a
+    plain linear v_proj (nn.Linear or a fused sibling); False when there is none."""
+    v = getattr(module, "v_proj", None)
+    w = getattr(v, "weight", None)
+    if w is None or w.ndim != 2 or w.shape[0] % module.head_dim:
+        return False
+    d = module.head_dim
+    hkv, hidden = w.shape[0] // d, w.shape[1]
+    saved[module.layer_idx] = (w.detach().clone(), None if v.bias is None else v.bias.detach().clone())
+    with torch.no_grad():
+        # per head: W_h^T [hidden, d] @ R_V -> rows of x, as rotate() takes them ([H, T, d] with T = hidden)
+        wt = w.detach().float().view(hkv, d, hidden).transpose(1, 2)
+        w.copy_(rotate(wt, rv).transpose(1, 2).reshape(hkv * d, hidden).to(w.dtype))
+        if v.bias is not None:
+            v.bias.copy_(rotate(v.bias.detach().float().view(hkv, 1, d), rv).reshape(-1).to(v.bias.dtype))
+    return True
 
 
 def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
@@ -169,9 +195,104 @@ def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
         if m.layer_idx in saved["o_proj"]:
             with torch.no_grad():
                 m.o_proj.weight.copy_(saved["o_proj"][m.layer_idx])
+        if m.layer_idx in saved.get("v_proj", {}):
+            w, b = saved["v_proj"][m.layer_idx]
+            with torch.no_grad():
+                m.v_proj.weight.copy_(w)
+                if b is not None:
+                    m.v_proj.bias.copy_(b)
+            if enabled_cache is not None and isinstance(enabled_cache.layers[m.layer_idx], PagedLayer):
+                enabled_cache.layers[m.layer_idx].v_folded = False
     saved["hook"].remove()
     model.set_attn_implementation(saved["attn"])
     model._oscar_enabled = None
     for c in (cache, enabled_cache):
         if c is not None:
             c.set_output_basis("original")
+
+
+# ------------------------------------------------------------------ fused sibling projections
+class _SiblingGroup:
+    """The input and fused output of the last call of a group of sibling projections."""
+
+    __slots__ = ("x", "y")
+
+    def __init__(self):
+        self.x = self.y = None
+
+
+class FusedSiblingLinear(torch.nn.Module):
+    """One of several ``nn.Linear`` siblings that read the same input (q/k/v_proj, gate/up_proj), run as
+    one GEMM over their concatenated weights: the first sibling of a call computes ``x @ W_all^T`` and
+    returns its slice; the others return theirs from the same output when they get the same input tensor
+    (else they compute their own slice). Batch-1 decode reads every weight once per step, and one large
+    GEMM reaches more of the memory bandwidth than three small ones (BENCHMARKS.md, compiled decode
+    step). ``torch.compile`` traces the sharing (one ``mm`` per group). ``weight`` / ``bias`` stay as
+    views into the fused tensors (state_dict keys unchanged)."""
+
+    def __init__(self, fused_w, fused_b, lo: int, hi: int, group: _SiblingGroup, first: bool, last: bool):
+        super().__init__()
+        self.fused_weight, self.fused_bias = fused_w, fused_b
+        self.weight = torch.nn.Parameter(fused_w[lo:hi], requires_grad=False)
+        self.bias = None if fused_b is None else torch.nn.Parameter(fused_b[lo:hi], requires_grad=False)
+        self.lo, self.hi, self.group, self.first, self.last = lo, hi, group, first, last
+        self.in_features, self.out_features = fused_w.shape[1], hi - lo
+
+    def forward(self, x):
+        g = self.group
+        if self.first:
+            g.x, g.y = x, torch.nn.functional.linear(x, self.fused_weight, self.fused_bias)
+        elif g.x is not x:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = g.y[..., self.lo:self.hi]
+        if self.last:  # do not keep the activations alive between forwards
+            g.x = g.y = None
+        return y
+
+
+_SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
+
+
+def fuse_projections(model) -> int:
+    """Replace each decoder layer's q/k/v_proj (and gate/up_proj) by ``FusedSiblingLinear`` over one
+    concatenated weight. Outputs equal the separate projections up to GEMM rounding. Call it after the
+    model is on its device and dtype (``.to()`` afterwards would copy the views apart), before
+    ``enable_oscar_attention``; undo with ``unfuse_projections``. Returns the number of groups fused.
+    Modules without plain ``nn.Linear`` siblings (or with some biases but not all) are left as they are."""
+    n = 0
+    for layer in model.modules():
+        for parent_name, names in _SIBLINGS:
+            parent = getattr(layer, parent_name, None)
+            if parent is None or not all(type(getattr(parent, k, None)) is torch.nn.Linear for k in names):
+                continue
+            lins = [getattr(parent, k) for k in names]
+            has_b = [lin.bias is not None for lin in lins]
+            if any(has_b) and not all(has_b):
+                continue
+            with torch.no_grad():
+                w = torch.cat([lin.weight for lin in lins], 0)
+                b = torch.cat([lin.bias for lin in lins], 0) if all(has_b) else None
+            group, lo = _SiblingGroup(), 0
+            for i, (k, lin) in enumerate(zip(names, lins)):
+                hi = lo + lin.out_features
+                setattr(parent, k, FusedSiblingLinear(w, b, lo, hi, group, i == 0, i == len(names) - 1))
+                lo = hi
+            n += 1
+    return n
+
+
+def unfuse_projections(model) -> int:
+    """Back to plain ``nn.Linear`` modules (own contiguous weights). Returns the number of modules restored."""
+    n = 0
+    for parent in list(model.modules()):
+        for k, mod in list(parent.named_children()):
+            if isinstance(mod, FusedSiblingLinear):
+                lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                                      device=mod.weight.device, dtype=mod.weight.dtype)
+                with torch.no_grad():
+                    lin.weight.copy_(mod.weight)
+                    if mod.bias is not None:
+                        lin.bias.copy_(mod.bias)
+                setattr(parent, k, lin)
+                n += 1
+    return n

@@ -607,8 +607,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       L += e * sm_l[w][h];
       O += e * sm_o[w][h][d];
     }
-    opart[idx] = L > 0.f ? O / L : 0.f;
-    if (d == 0) lpart[h] = L > 0.f ? mm + log2f(L) : -INFINITY;
+    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an
+    // empty split, so test for zero instead and let NaN reach the output.
+    opart[idx] = L != 0.f ? O / L : 0.f;
+    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
   }
   // ---- the last CTA of this (batch, KV head) merges all splits (threadFenceReduction pattern)
   __threadfence();
@@ -629,16 +631,19 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   __syncthreads();
   for (int h = warp; h < G; h += NWARP) {
     float mx = -INFINITY;
-    for (int s = lane; s < NS; s += 32) mx = fmaxf(mx, w[s * G + h]);
+    bool nan = false;  // fmaxf drops NaN: a split whose lse is NaN must make the whole head NaN (issue 11)
+    for (int s = lane; s < NS; s += 32) { mx = fmaxf(mx, w[s * G + h]); nan |= isnan(w[s * G + h]); }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    nan = __any_sync(0xffffffffu, nan);
     float den = 0.f;
     if (mx != -INFINITY)
       for (int s = lane; s < NS; s += 32) den += exp2f(w[s * G + h] - mx);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
     __syncwarp();
-    for (int s = lane; s < NS; s += 32) w[s * G + h] = den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
+    for (int s = lane; s < NS; s += 32)
+      w[s * G + h] = nan ? __int_as_float(0x7fc00000) : den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
   }
   __syncthreads();
   T* out = reinterpret_cast<T*>(p.out);
