@@ -136,6 +136,20 @@ class KVMethod:
     def with_windows(self, sink: int, recent: int, page: int | None = None) -> "KVMethod":
         return replace(self, sink=sink, recent=recent, page=self.page if page is None else page)
 
+    def at_bits(self, bits: float, context: int, head_dim: int, sink: int = 4) -> "KVMethod":
+        """This method with the largest BF16 window (``sink`` tokens, the rest recent; page 1) whose bits per
+        element at ``context`` stay <= ``bits``: how a pure-INT2 table compares a token-wise method with
+        KIVI at KIVI's real bits (KIVI's incomplete key block stays in full precision and is counted)."""
+        base = self.with_windows(0, 0, 1)
+        if base.bits_per_element(context, head_dim) > bits:
+            raise InputError(f"{self.name} needs {base.bits_per_element(context, head_dim):.3f} bits per element "
+                             f"without any window, more than the {bits:.3f} asked for")
+        n = 0
+        while n < context and base.with_windows(min(sink, n + 1), n + 1 - min(sink, n + 1)).bits_per_element(
+                context, head_dim) <= bits:
+            n += 1
+        return replace(base.with_windows(min(sink, n), n - min(sink, n)), name=f"{self.name}@{bits:.2f}b")
+
     # --------------------------------------------------------------- accounting
     def scale_bits(self) -> int:
         return torch.finfo(getattr(torch, self.scale_dtype)).bits

@@ -319,6 +319,14 @@ def cmd_run(a) -> int:
     for label, sink, recent, page in configs:
         _log(f"evaluating ({label}: sink {sink}, recent {recent}, page {page}, context {a.context})")
         methods = parse_methods(names, sink=sink, recent=recent, page=page)
+        by_name = {m.name: m for m in methods}
+        if not (sink or recent) and "kivi" in by_name and "oscar-plus" in by_name:
+            # KIVI keeps its incomplete key block in full precision (counted in its bits); the same bits
+            # spent on a BF16 window by oscar-plus is the comparison at equal bits (docs/ACCURACY.md)
+            from ..dims import attention_dims
+
+            d = attention_dims(lm.model).head_dim
+            methods.append(by_name["oscar-plus"].at_bits(by_name["kivi"].bits_per_element(a.context, d), a.context, d))
         table_peers = peers if (sink or recent or a.pure_peers) else ()
         res = _eval_table(lm, ids, methods, rot, a.context, 1, 512, table_peers, recent, reference)
         res.update(sink=sink, recent=recent, data="pydoc-eval", calib_data="pydoc-calib",
