@@ -124,7 +124,8 @@ def cmd_calibrate(a) -> int:
                     levels=PLUS_LEVELS if plus and a.levels == "uniform" else a.levels,
                     center=getattr(a, "center", False) or plus,
                     key_scale=PLUS_KEY_SCALE if getattr(a, "key_scale", None) is None and plus
-                    else bool(getattr(a, "key_scale", None)))
+                    else bool(getattr(a, "key_scale", None)),
+                    key_weighting=getattr(a, "key_weighting", "uniform"))
     _warn_quality(rs)
     rs.save(out)
     kc = rs.k_clip.tolist() if rs.k_clip is not None else []
