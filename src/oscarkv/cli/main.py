@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--per-head", action="store_true", help="one rotation per KV head instead of per layer")
     c.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="also fit Lloyd-Max INT2 levels")
     c.add_argument("--center", action="store_true", help="fit R_V, clips and levels for centered K/V (exact centering)")
-    c.add_argument("--plus", action="store_true", help="a file for oscar-plus (= --center; add --per-head, "
+    c.add_argument("--plus", action="store_true", help="a file for oscar-plus (= --center --per-head; add "
                    "--levels lloyd-max, --key-scale for the optional variants)")
     c.add_argument("--key-scale", action=argparse.BooleanOptionalAction, default=None,
                    help="exact per-direction key rescale (keys S.R, queries S^-1.R); default off")
