@@ -74,3 +74,6 @@ def test_calibrate_plus_is_centered_per_head_and_key_weighting_is_recorded(tiny_
     assert rs.meta["centered"] and rs.meta["per_head"] == PLUS_PER_HEAD
     assert rs.k_rotation.shape[1] == (rs.meta["num_kv_heads"] if PLUS_PER_HEAD else 1)
     assert rs.meta["key_weighting"] == "attention"
+    # oscar-plus alone runs from --plus-rotations (no --rotations needed)
+    assert main(["eval", "--model", str(tiny_ckpt), "--plus-rotations", str(rot), "--methods", "bf16,oscar-plus",
+                 "--context", "256", "--score-from", "64", "--sink", "4", "--recent", "16", "--group-size", "32"]) == 0

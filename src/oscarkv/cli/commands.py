@@ -162,9 +162,13 @@ def cmd_eval(a) -> int:
     from ..eval.harness import PEERS
 
     methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
-    needs_rot = any(m.rotation == "calibrated" for m in methods)
+    # oscar-plus reads --plus-rotations when given (its default is --rotations); the others need --rotations
+    plus_given = bool(getattr(a, "plus_rotations", None))
+    needs_rot = [m.name for m in methods if m.rotation == "calibrated"
+                 and not (plus_given and m.name.split("+")[0] == "oscar-plus")]
     if needs_rot and not a.rotations:
-        raise InputError("method oscar needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`)")
+        raise InputError(f"method {needs_rot[0]} needs --rotations ROT.safetensors (make one with `oscar-kv calibrate`"
+                         f"{' --plus' if needs_rot[0].startswith('oscar-plus') else ''})")
     peers = tuple(p.strip() for p in a.peers.split(",") if p.strip())
     bad = [p for p in peers if p not in PEERS]
     if bad:
