@@ -33,7 +33,7 @@ else:
 _rots = {}
 def rot(**kw):
     key = tuple(sorted(kw.items()))
-    f = CACHE / ("rot_" + "_".join(f"{k}-{v}" for k, v in key) + ("" if SEQ == 1024 else f"_seq{SEQ}") + ".safetensors")
+    f = CACHE / ("rot_" + "_".join(f"{k}-{v}" for k, v in key) + ("" if SEQ == 1024 else f"_seq{SEQ}") + ("" if CAL == 8192 or MODEL != "default" else f"_cal{CAL}") + ".safetensors")
     if key not in _rots:
         from oscarkv.rotation import RotationSet
         if f.exists():
