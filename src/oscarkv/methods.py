@@ -316,8 +316,8 @@ def _check_fields(m: KVMethod) -> None:
 # oscar-plus = centering + one rotation per KV head on the paper's recipe. Measured (docs/ACCURACY.md section 5),
 # default windows, context 4096, centered uniform levels: per KV head vs per layer KL 0.0605 vs 0.0696
 # (ppl +6.1% vs +7.7%) on SmolLM2-135M, 0.0356 vs 0.0369 (+1.4% vs +1.5%) on Qwen2.5-Coder-1.5B (at 2048
-# tokens a tie there: 0.0329 both). Lloyd-Max levels on top are worse on both (SmolLM2 0.0727; Qwen at
-# 2048 0.0385), so not part of the recipe.
+# tokens a tie there: 0.0329 both; on stdlib-docstrings Qwen 0.0260 vs 0.0274, SmolLM2 0.0534 vs 0.0499).
+# Lloyd-Max levels on top are worse on both (SmolLM2 0.0727; Qwen at 2048 0.0385), so not part of the recipe.
 PLUS_LEVELS = "uniform"
 PLUS_PER_HEAD = True
 # Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
