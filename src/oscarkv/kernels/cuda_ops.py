@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..errors import StateError
-from .paged import DecodeMeta, MixedKVPool, WritePlan
+from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index
 
 _SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
@@ -255,8 +255,6 @@ class DecodePlan:
         return out
 
 
-def _clip_idx(cfg, d: int) -> int:
-    return min(max(int(cfg.clip_ratio * d), 0), d - 1) if cfg.clips else -1
 
 
 def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan) -> None:
@@ -281,7 +279,7 @@ def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wri
         pool.k_scale.data_ptr(), pool.k_zero.data_ptr(), pool.v_scale.data_ptr(), pool.v_zero.data_ptr(),
         pool.k_scale.stride(0), pool.k_scale.stride(1),
         pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
-        hkv, _clip_idx(pool.k_cfg, d), _clip_idx(pool.v_cfg, d), 1, 1,
+        hkv, kernel_clip_index(pool.k_cfg, d), kernel_clip_index(pool.v_cfg, d), 1, 1,
     )
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     dt = _DT[pool.k_hp.dtype]

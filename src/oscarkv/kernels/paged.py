@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import InputError, StateError, UnsupportedError
-from ..quant import QuantConfig
+from ..quant import QuantConfig, clip_index
 from .checks import SequenceError, check_append_request, check_known
 from ..quant.format import _dtype
 
@@ -412,3 +412,9 @@ class MixedKVCache:
         meta = DecodeMeta(hp_bt, hp_lens, int2_bt, int2_lens, max(hp_lens.tolist(), default=0),
                           max(int2_lens.tolist(), default=0))
         return meta.to(device)
+
+
+def kernel_clip_index(cfg: QuantConfig, d: int) -> int:
+    """Clip index the append kernels (CUDA, Triton) take: ``quant.clip_index`` when ``cfg`` clips, else -1
+    (the kernels then skip the threshold search; clip_index's d - 1 would clip nothing, at a cost)."""
+    return clip_index(cfg.clip_ratio, d) if cfg.clips else -1

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from ..errors import InputError
+from .paged import kernel_clip_index
 
 
 @triton.jit
@@ -99,11 +100,6 @@ def write_kv_kernel(
             _store_int2(vx.to(tl.float32), qs, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_V, D, D4, NG, BS)
 
 
-def _clip_idx(cfg, d: int) -> int:
-    # Same index rule as format.clip_rows: floor(rho * d) clamped to [0, d - 1]; -1 = no clipping.
-    return min(max(int(cfg.clip_ratio * d), 0), d - 1) if cfg.clips else -1
-
-
 def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
@@ -125,7 +121,7 @@ def write_kv_triton(pool, k, v, plan) -> None:
         *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
         pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
     )
-    kw = dict(CLIP_K=_clip_idx(pool.k_cfg, d), CLIP_V=_clip_idx(pool.v_cfg, d), D=d, D4=d // 4,
+    kw = dict(CLIP_K=kernel_clip_index(pool.k_cfg, d), CLIP_V=kernel_clip_index(pool.v_cfg, d), D=d, D4=d // 4,
               NG=pool.num_groups, BS=pool.block_size, num_warps=4)
     n_dem = plan.demote_src.shape[0]
     if n_dem == rows and plan.fusable:  # row-aligned demotions (per-token rule): one fused launch
