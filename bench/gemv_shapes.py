@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decode import time_calls  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"qwen3-4b": dict(h=2560, i=9728, hq=32, hkv=8, d=128), "qwen3-8b": dict(h=4096, i=12288, hq=32, hkv=8, d=128)}
@@ -32,20 +34,8 @@ def shapes(m):
 
 
 def time_graph(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
+    """Median microseconds of one graph-replayed ``fn()`` (bench_decode's timer, one rule for timing)."""
+    return time_calls([fn], reps=reps) * 1e6
 
 
 def main():

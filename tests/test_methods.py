@@ -29,3 +29,19 @@ def test_registry_and_shared_settings():
     assert make_method("oscar+center").center == "on" and make_method("oscar+center").name == "oscar+center"
     with pytest.raises(InputError, match="does not support centering"):
         make_method("bf16", center="on")
+
+
+def test_at_bits_spends_kivi_bits_on_the_largest_window():
+    from oscarkv.errors import InputError
+    from oscarkv.methods import METHODS
+
+    for ctx, d in ((4096, 64), (2048, 128), (1000, 128)):
+        kivi = METHODS["kivi"].with_windows(0, 0, 1)
+        target = kivi.bits_per_element(ctx, d)
+        m = METHODS["oscar-plus"].at_bits(target, ctx, d)
+        assert m.bits_per_element(ctx, d) <= target and m.page == 1 and m.sink == min(4, m.sink + m.recent)
+        bigger = m.with_windows(m.sink, m.recent + 1)
+        assert bigger.bits_per_element(ctx, d) > target  # the largest such window
+        assert m.name.startswith("oscar-plus@")
+    with pytest.raises(InputError, match="without any window"):
+        METHODS["oscar-plus"].at_bits(2.0, 4096, 64)

@@ -10,11 +10,12 @@ one with shared window/group settings, and what a method does to a layer's K and
               block-diagonal Hadamard of SAW-INT4: same cost at head_dim <= 128, no worse accuracy)
     oscar     calibrated R = U.H.P_br per layer (K and V), clip ratios from the rotation file (the paper)
     oscar-plus  the best measured recipe beyond the paper (issue 10, docs/ACCURACY.md section 5): the
-              paper's calibrated rotation and fitted clip on exactly centered K and V (calibrated
-              means); needs a file from `oscar-kv calibrate --plus`. Per-KV-head rotations, Lloyd-Max
-              levels and the exact key rescale (`--per-head`, `--levels lloyd-max`, `--key-scale`) did not
-              help on BOTH measured models, so they are options, not part of it. A name may carry
-              "+keyscale" / "+nokeyscale" to insist on a file with / without the key rescale.
+              paper's calibrated U.H.P_br with fitted clip, one per KV head, on exactly centered K and V
+              (calibrated means); needs a file from `oscar-kv calibrate --plus`. Lloyd-Max levels, the
+              exact key rescale and the attention-weighted key fit (`--levels lloyd-max`, `--key-scale`,
+              `--key-weighting attention`) did not help on BOTH measured models, so they are options,
+              not part of it. A name may carry "+keyscale" / "+nokeyscale" to insist on a file with /
+              without the key rescale.
 Centering (rotation/centering.py, exact and free at run time) is used by: oscar-plus (always), hadamard
 and int4 (whenever the rotation file passed has calibrated means: "auto"), never by naive, kivi (its
 per-channel key groups already absorb channel offsets) or oscar (kept faithful to the paper). A name
@@ -135,6 +136,20 @@ class KVMethod:
 
     def with_windows(self, sink: int, recent: int, page: int | None = None) -> "KVMethod":
         return replace(self, sink=sink, recent=recent, page=self.page if page is None else page)
+
+    def at_bits(self, bits: float, context: int, head_dim: int, sink: int = 4) -> "KVMethod":
+        """This method with the largest BF16 window (``sink`` tokens, the rest recent; page 1) whose bits per
+        element at ``context`` stay <= ``bits``: how a pure-INT2 table compares a token-wise method with
+        KIVI at KIVI's real bits (KIVI's incomplete key block stays in full precision and is counted)."""
+        base = self.with_windows(0, 0, 1)
+        if base.bits_per_element(context, head_dim) > bits:
+            raise InputError(f"{self.name} needs {base.bits_per_element(context, head_dim):.3f} bits per element "
+                             f"without any window, more than the {bits:.3f} asked for")
+        n = 0
+        while n < context and base.with_windows(min(sink, n + 1), n + 1 - min(sink, n + 1)).bits_per_element(
+                context, head_dim) <= bits:
+            n += 1
+        return replace(base.with_windows(min(sink, n), n - min(sink, n)), name=f"{self.name}@{bits:.2f}b")
 
     # --------------------------------------------------------------- accounting
     def scale_bits(self) -> int:
@@ -312,11 +327,13 @@ def _check_fields(m: KVMethod) -> None:
 
 
 # ------------------------------------------------------------------- the registry
-# oscar-plus = centering on the paper's recipe. Measured (docs/ACCURACY.md section 5), default windows: centered
-# per-layer uniform (the `oscar+center` rows) KL 0.0329 on Qwen2.5-Coder-1.5B vs 0.0385 with per-head
-# rotations + Lloyd-Max, 0.0696 vs 0.0727 on SmolLM2; so neither is part of the recipe.
+# oscar-plus = centering + one rotation per KV head on the paper's recipe. Measured (docs/ACCURACY.md section 5),
+# default windows, context 4096, centered uniform levels: per KV head vs per layer KL 0.0605 vs 0.0696
+# (ppl +6.1% vs +7.7%) on SmolLM2-135M, 0.0356 vs 0.0369 (+1.4% vs +1.5%) on Qwen2.5-Coder-1.5B (at 2048
+# tokens a tie there: 0.0329 both; on stdlib-docstrings Qwen 0.0260 vs 0.0274, SmolLM2 0.0534 vs 0.0499).
+# Lloyd-Max levels on top are worse on both (SmolLM2 0.0727; Qwen at 2048 0.0385), so not part of the recipe.
 PLUS_LEVELS = "uniform"
-PLUS_PER_HEAD = False
+PLUS_PER_HEAD = True
 # Measured (docs/ACCURACY.md section 5): the exact key rescale helps Qwen2.5-Coder-1.5B a little (KL 0.0385 ->
 # 0.0372) but hurts SmolLM2 (0.0727 -> 0.0934), so oscar-plus leaves it off; `calibrate --plus --key-scale` keeps it.
 PLUS_KEY_SCALE = False

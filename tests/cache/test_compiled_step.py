@@ -39,6 +39,18 @@ def _prefilled(model, config, rotations, ids, mask=None, **kw):
     return c
 
 
+def _assert_equals_greedy_generate(model, cache, ids, toks, logits, n=10):
+    """``toks`` / ``logits`` of a compiled step == ``model.generate`` (greedy) through ``cache``."""
+    enable_oscar_attention(model, cache)
+    try:
+        want = model.generate(ids, cache=cache, max_new_tokens=n, do_sample=False, output_logits=True,
+                              return_dict_in_generate=True, pad_token_id=0)
+    finally:
+        disable_oscar_attention(model)
+    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
+    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
+
+
 def test_paged_decode_op_passes_opcheck(model, config, rotations):
     from oscarkv.cache import ops
 
@@ -102,14 +114,7 @@ def test_compiled_generate_explicit_v_rotation_equals_generate(model, config, ro
     finally:
         disable_oscar_attention(model)
     c2 = OscarCache(config, "oscar", rotations=rotations, backend="paged", max_tokens=96, **KW)
-    enable_oscar_attention(model, c2)
-    try:
-        want = model.generate(ids, cache=c2, max_new_tokens=10, do_sample=False, output_logits=True,
-                              return_dict_in_generate=True, pad_token_id=0)
-    finally:
-        disable_oscar_attention(model)
-    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
-    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
+    _assert_equals_greedy_generate(model, c2, ids, toks, logits)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -234,12 +239,4 @@ def test_compiled_folded_rotations_equal_reference(kind, per_head):
     finally:
         disable_oscar_attention(m)
     assert not any(layer.v_folded for layer in c.layers)
-    ref = OscarCache(cfg, c.method, rotations=rot)
-    enable_oscar_attention(m, ref)
-    try:
-        want = m.generate(ids, cache=ref, max_new_tokens=10, do_sample=False, output_logits=True,
-                          return_dict_in_generate=True, pad_token_id=0)
-    finally:
-        disable_oscar_attention(m)
-    assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
-    assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
+    _assert_equals_greedy_generate(m, OscarCache(cfg, c.method, rotations=rot), ids, toks, logits)

@@ -61,3 +61,19 @@ def test_rotation_for_another_model_is_refused(tiny_ckpt, tmp_path, capsys, make
     p = RotationSet(h, h, meta={"config_hash": config_hash(other), "model_id": "other"}).save(tmp_path / "o.safetensors")
     assert main(["eval", "--model", str(tiny_ckpt), "--rotations", str(p), "--methods", "bf16,oscar"]) == 2
     assert "does not match this model" in capsys.readouterr().err
+
+
+def test_calibrate_plus_is_centered_per_head_and_key_weighting_is_recorded(tiny_ckpt, tmp_path):
+    from oscarkv.methods import PLUS_PER_HEAD
+    from oscarkv.rotation import RotationSet
+
+    rot = tmp_path / "plus.safetensors"
+    assert main(["calibrate", "--model", str(tiny_ckpt), "--out", str(rot), "--tokens", "512", "--seq-len", "256",
+                 "--plus", "--key-weighting", "attention"]) == 0
+    rs = RotationSet.load(rot)
+    assert rs.meta["centered"] and rs.meta["per_head"] == PLUS_PER_HEAD
+    assert rs.k_rotation.shape[1] == (rs.meta["num_kv_heads"] if PLUS_PER_HEAD else 1)
+    assert rs.meta["key_weighting"] == "attention"
+    # oscar-plus alone runs from --plus-rotations (no --rotations needed)
+    assert main(["eval", "--model", str(tiny_ckpt), "--plus-rotations", str(rot), "--methods", "bf16,oscar-plus",
+                 "--context", "256", "--score-from", "64", "--sink", "4", "--recent", "16", "--group-size", "32"]) == 0

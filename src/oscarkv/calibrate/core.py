@@ -42,7 +42,7 @@ from .clip import (
     value_clip_errors,
 )
 from .lloyd import fit_layer_levels
-from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance
+from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance, attention_mass
 from ..rotation.centering import center as center_rows
 from ..errors import InputError
 
@@ -98,12 +98,51 @@ class CalibrationStats:
     seconds: float
     config: object = None
     name_or_path: str = ""
+    # per layer [H_kv, d, d]: C_Q with each query weighted by its attention mass on the keys the cache
+    # holds quantized (stats.attention_mass, windows ``attn_windows``); build_rotations(key_weighting=
+    # "attention") fits R_K, the key rescale and the K clip for it instead of C_Q
+    cq_attn: list | None = None
+    attn_windows: tuple | None = None
+
+    def key_cq(self, weighting: str = "uniform") -> list:
+        """The query covariance that K's rotation and clip are fitted for."""
+        if weighting == "uniform":
+            return self.cq
+        if self.cq_attn is None:
+            raise InputError("key_weighting='attention' needs statistics collected with attention weights "
+                             "(collect_stats(attn_windows='default'))")
+        return self.cq_attn
+
+
+KEY_WEIGHTINGS = ("uniform", "attention")
+
+
+def default_windows() -> tuple[int, int, int]:
+    """The serving default (sink, recent, page) of ``methods.KVMethod``."""
+    from ..methods import KVMethod
+
+    m = KVMethod("oscar")
+    return m.sink, m.recent, m.page
+
+
+def held_mask(t: int, windows: tuple) -> torch.Tensor:
+    """[T, T] bool: does query i read key j quantized, for a cache with windows (sink, recent, page)
+    (the window rule, eval.banded.quantized_mask)."""
+    from ..eval.banded import quantized_mask
+    from ..methods import make_method
+
+    sink, recent, page = windows
+    pos = torch.arange(t)
+    return quantized_mask(make_method("oscar", sink=sink, recent=recent, page=page), pos, pos)
 
 
 def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample_tokens: int = 4096,
-                  progress: bool = True, seed: int = 0, need_sample: bool = True) -> CalibrationStats:
-    """Pass 1: C_Q per KV head and the K/V means; pass 2: Sigma_V's running sums (w v v^T, w v, w)
-    and a bounded uniform token sample. Memory is independent of the number of tokens."""
+                  progress: bool = True, seed: int = 0, need_sample: bool = True,
+                  attn_windows: tuple | str | None = None) -> CalibrationStats:
+    """Pass 1: C_Q per KV head and the K/V means (and, with ``attn_windows`` (sink, recent, page) or
+    "default" (the serving defaults), the attention-weighted C_Q for those windows: it computes every
+    head's attention probabilities, ~5x the pass's time on 2 CPU cores, so it is off by default); pass 2: Sigma_V's running sums
+    (w v v^T, w v, w) and a bounded uniform token sample. Memory is independent of the number of tokens."""
     if sample_tokens < 1:
         raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
     dims = attention_dims(model, power_of_two=True)
@@ -115,6 +154,8 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
             f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
             "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
         )
+    if attn_windows == "default":
+        attn_windows = default_windows()
     was_training = model.training
     model.eval()
     t0 = time.perf_counter()
@@ -123,10 +164,17 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
         qcov = [QueryCovariance(dims.num_kv_heads, d) for _ in range(L)]
         kmean = [RowMean(dims.num_kv_heads, d) for _ in range(L)]
         vmean = [RowMean(dims.num_kv_heads, d) for _ in range(L)]
+        qcov_att = [QueryCovariance(dims.num_kv_heads, d) for _ in range(L)] if attn_windows else None
+        held: dict[int, torch.Tensor] = {}
         seen: set[int] = set()
 
         def pass1(layer, q, k, v):
             qcov[layer].update(q.cpu())
+            if qcov_att is not None:
+                t = q.shape[2]
+                if t not in held:
+                    held[t] = held_mask(t, attn_windows)
+                qcov_att[layer].update(q.cpu(), attention_mass(q.cpu(), k.cpu(), held[t]))
             kmean[layer].update(k.cpu())
             vmean[layer].update(v.cpu())
             seen.add(layer)
@@ -137,6 +185,9 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
                 if i == 0:  # fail fast on a model whose attention we cannot see
                     check_all_layers(seen, dims, model)
         cq = [c.per_head() for c in qcov]
+        # a chunk shorter than sink + recent has no quantized keys: fall back to C_Q there
+        cq_attn = None if qcov_att is None else [a.per_head() if a.wsum is not None and bool((a.wsum > 0).all()) else c
+                                                  for a, c in zip(qcov_att, cq)]
 
         # ---- pass 2: Sigma_V and the token sample (clip searches run on it afterwards)
         vcov = [ValueCovariance(c) for c in cq]
@@ -159,7 +210,9 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
         vcov=vcov, sample=sample, n_tokens=n_tokens, n_sequences=sum(b.shape[0] for b in batches), seq_len=seq_len,
         sample_tokens=sample_tokens, seconds=time.perf_counter() - t0, config=model.config,
         name_or_path=getattr(model.config, "name_or_path", "") or type(model).__name__,
+        cq_attn=cq_attn, attn_windows=tuple(attn_windows) if attn_windows else None,
     )
+
 
 
 def build_rotations(*args, **kwargs) -> RotationSet:
@@ -187,23 +240,32 @@ def _build_rotations(
     clip_grid=DEFAULT_CLIP_GRID,
     model_id: str | None = None,
     key_scale: bool = False,
+    key_weighting: str = "uniform",
 ) -> RotationSet:
     """A RotationSet from collected statistics, in named phases: K rotations, V rotations, clip ratios,
     Lloyd-Max levels, metadata. ``group_size``, ``bits``, ``scale_dtype`` form the serving ``QuantConfig``
     every phase fits for. ``center``: fit R_V, clip ratios and levels for centered rows (k - mu_K,
-    v - mu_V), as served by methods that center; the means are stored either way."""
+    v - mu_V), as served by methods that center; the means are stored either way. ``key_weighting``
+    "attention": fit R_K, the key rescale and the K clip for the attention-weighted C_Q (queries weighted
+    by their attention mass on quantized keys, ``CalibrationStats.cq_attn``) instead of C_Q."""
     if stats.sample is None:
         raise InputError("building rotations needs the token sample (collect_stats(need_sample=True))")
     t0 = time.perf_counter()
     quant = QuantConfig(bits, group_size, None, scale_dtype)
     grid = _check_recipe(stats.dims.head_dim, composition, levels, quant, clip_grid)
+    if key_weighting not in KEY_WEIGHTINGS:
+        raise InputError(f"key_weighting must be one of {KEY_WEIGHTINGS}, got {key_weighting!r}")
+    kcq = stats.key_cq(key_weighting)
     rows = _SampleRows(stats, center)
-    k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale)
+    k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale, kcq)
     v_rot, v_eig = value_rotations(stats, composition, per_head, center)
-    clips = fit_clips(stats, rows, quant, grid if fit_clip else None, k_rot, k_qrot, v_rot)
+    clips = fit_clips(stats, rows, quant, grid if fit_clip else None, k_rot, k_qrot, v_rot, kcq)
     k_lv, v_lv = fit_levels(stats, rows, quant, clips, k_rot, v_rot) if levels == "lloyd-max" else (None, None)
     meta = _metadata(stats, quant, composition, per_head, levels, center, key_scale, grid if fit_clip else None,
                      clips, model_id, seconds=time.perf_counter() - t0)
+    if key_weighting != "uniform":  # files without the key are "uniform" (older files included)
+        meta["key_weighting"] = key_weighting
+        meta["attn_windows"] = list(stats.attn_windows)
     return RotationSet(
         k_rotation=k_rot, v_rotation=v_rot,
         k_eigenvalues=k_eig.float(), v_eigenvalues=v_eig.float(),
@@ -232,14 +294,17 @@ class _SampleRows:
         return self.stats.sample[i].w / self.stats.vcov[i].mean_weight().clamp_min(1e-300)
 
 
-def key_rotations(stats: CalibrationStats, rows: _SampleRows, composition: str, per_head: bool, key_scale: bool):
-    """Phase 1: R_K per layer from C_Q (float32 [L, R, d, d]), its eigenvalues, and with ``key_scale`` the
-    exact per-direction rescale: keys through M = S.R, queries through S^-1.R (rotation/build.py)."""
-    k_rot, k_eig = _rotations(stats.cq, composition, per_head)
+def key_rotations(stats: CalibrationStats, rows: _SampleRows, composition: str, per_head: bool, key_scale: bool,
+                  kcq: list | None = None):
+    """Phase 1: R_K per layer from C_Q (``kcq``, default ``stats.cq``; float32 [L, R, d, d]), its
+    eigenvalues, and with ``key_scale`` the exact per-direction rescale: keys through M = S.R, queries
+    through S^-1.R (rotation/build.py)."""
+    kcq = stats.cq if kcq is None else kcq
+    k_rot, k_eig = _rotations(kcq, composition, per_head)
     if not key_scale:
         return k_rot.float(), k_eig, None
     ms, qs = [], []
-    for i, cq in enumerate(stats.cq):
+    for i, cq in enumerate(kcq):
         kx = stats.sample[i].k.double()  # [N, H, d]
         if rows.center:
             kx = kx - stats.k_mean[i].double()[None]
@@ -268,14 +333,16 @@ class ClipFit:
     v_rel: list
 
 
-def fit_clips(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, grid, k_rot, k_qrot, v_rot) -> ClipFit:
+def fit_clips(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, grid, k_rot, k_qrot, v_rot,
+              kcq: list | None = None) -> ClipFit:
     """Phase 3: clip ratio per layer for K and V (``grid`` None: the paper's 0.96 / 0.92), searched on the
     token sample (over every token it cost 2-3x the forward pass on 2 CPU cores, and a 4096-token uniform
     sample picks the same ratios on the 0.02 grid), and the relative error at the chosen ratio."""
     fit = ClipFit([], [], [], [], [], [])
+    kcq = stats.cq if kcq is None else kcq  # the query covariance the K error is measured with
     for i in range(stats.dims.num_layers):
         kg, vg = (grid, grid) if grid is not None else ((DEFAULT_CLIP_K,), (DEFAULT_CLIP_V,))
-        ks = KeyClipSearch(k_rot[i], stats.cq[i], quant, kg, None if k_qrot is None else k_qrot[i])
+        ks = KeyClipSearch(k_rot[i], kcq[i], quant, kg, None if k_qrot is None else k_qrot[i])
         ks.update(rows("k", i))
         ke = ks.errors()
         wbar = rows.wbar(i)
@@ -289,7 +356,7 @@ def fit_clips(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, gr
         # the common shift q.mu_K does not change softmax) and the spread of the values
         s = stats.sample[i]
         kc = center_rows(s.k.transpose(0, 1)[None], stats.k_mean[i].float())[0].double()  # [H, N, d]
-        logit_var = ((kc @ stats.cq[i].to(kc.device)) * kc).sum(-1).mean()
+        logit_var = ((kc @ kcq[i].to(kc.device)) * kc).sum(-1).mean()
         vc = center_rows(s.v.transpose(0, 1)[None], stats.v_mean[i].float())[0].double()
         v_var = (wbar.double().transpose(0, 1) * vc.pow(2).sum(-1)).mean()
         fit.k_rel.append(float(ke[kg.index(fit.k[-1])] / logit_var.clamp_min(1e-30)))
@@ -358,14 +425,18 @@ def calibrate(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample
       levels       "uniform" or "lloyd-max" (fit k_levels / v_levels, see calibrate/lloyd.py).
       center       fit R_V, clips and levels for centered rows (the per-KV-head means mu_K, mu_V are
                    stored in every file; methods that center use them, see rotation/centering.py).
-      key_scale, model_id: see ``build_rotations``.
+      key_scale, key_weighting, model_id: see ``build_rotations`` (key_weighting="attention" also makes
+                   the first pass collect the attention-weighted C_Q).
     """
     a = inspect.signature(_build_rotations).bind(None, **recipe)  # an unknown keyword fails here
     a.apply_defaults()
     a = a.arguments
+    if a["key_weighting"] not in KEY_WEIGHTINGS:
+        raise InputError(f"key_weighting must be one of {KEY_WEIGHTINGS}, got {a['key_weighting']!r}")
     _check_recipe(attention_dims(model, power_of_two=True).head_dim, a["composition"], a["levels"],
                   QuantConfig(a["bits"], a["group_size"], None, a["scale_dtype"]), a["clip_grid"])
-    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed)
+    stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed,
+                          attn_windows="default" if a["key_weighting"] == "attention" else None)
     return build_rotations(stats, **recipe)
 
 

@@ -47,19 +47,51 @@ class QueryCovariance:
         self.n_kv = n_kv
         self.sum = torch.zeros(n_kv, d, d, dtype=torch.float64, device=device)
         self.count = 0  # query vectors per KV head (n * g)
+        self.wsum = None  # sum of the query weights per KV head, when ``update`` got weights
 
-    def update(self, q: torch.Tensor) -> None:
+    def update(self, q: torch.Tensor, weight: torch.Tensor | None = None) -> None:
+        """q ``[B, H_q, T, d]``; optional per-query weight ``[B, H_q, T]`` (then ``per_head`` is the weighted
+        mean of q^T q, e.g. ``attention_mass`` weights)."""
         qg = _grouped(q.double(), self.n_kv).transpose(0, 1)  # [H_kv, B, g, T, d]
         rows = qg.reshape(self.n_kv, -1, qg.shape[-1])
-        self.sum += rows.transpose(1, 2) @ rows
+        if weight is None:
+            self.sum += rows.transpose(1, 2) @ rows
+            self.count += rows.shape[1]
+            return
+        w = _grouped(weight.double()[..., None], self.n_kv).transpose(0, 1).reshape(self.n_kv, -1, 1)
+        self.sum += (rows * w).transpose(1, 2) @ rows
+        ws = w.sum(dim=(1, 2))  # [H_kv]
+        self.wsum = ws if self.wsum is None else self.wsum + ws
         self.count += rows.shape[1]
 
     def per_head(self) -> torch.Tensor:
         """C_Q^(h), ``[H_kv, d, d]``."""
         if self.count == 0:
             raise InputError("no queries were accumulated")
-        c = self.sum / self.count
+        c = self.sum / (self.count if self.wsum is None else self.wsum.clamp_min(1e-300)[:, None, None])
         return (c + c.transpose(-1, -2)) / 2
+
+
+def attention_mass(q: torch.Tensor, k: torch.Tensor, held, scaling: float | None = None) -> torch.Tensor:
+    """Per query ``[B, H_q, T]``: a_i = sum over the keys j that the cache holds quantized when query i
+    runs (``held(j, i)``, bool ``[T, T]``) of p_ij (1 - p_ij), p = the causal attention probabilities.
+
+    Why: a logit error delta_j perturbs query i's attention distribution by KL ~ 1/2 sum_j p_ij (1 - p_ij)
+    delta_ij^2 (to second order, independent errors), so the logit error that matters is the one of
+    queries that look at quantized keys; a query that puts its mass on the BF16 sink or recent window
+    is insensitive to key error. Weighting q^T q by a_i gives the attention-weighted C_Q."""
+    b, hq, t, d = q.shape
+    g = hq // k.shape[1]
+    scaling = d**-0.5 if scaling is None else scaling
+    pos = torch.arange(t, device=q.device)
+    mask = held.to(q.device)
+    causal = pos[None, :] <= pos[:, None]
+    out = torch.empty(b, hq, t, dtype=torch.float64, device=q.device)
+    for h in range(hq):  # one head at a time: [B, T, T] scores
+        s = (q[:, h].float() @ k[:, h // g].float().transpose(-1, -2)) * scaling
+        p = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
+        out[:, h] = (p * (1 - p) * mask).sum(-1).double()
+    return out
 
 
 def score_weights(k: torch.Tensor, cq: torch.Tensor) -> torch.Tensor:

@@ -100,10 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--per-head", action="store_true", help="one rotation per KV head instead of per layer")
     c.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="also fit Lloyd-Max INT2 levels")
     c.add_argument("--center", action="store_true", help="fit R_V, clips and levels for centered K/V (exact centering)")
-    c.add_argument("--plus", action="store_true", help="a file for oscar-plus (= --center; add --per-head, "
+    c.add_argument("--plus", action="store_true", help="a file for oscar-plus (= --center --per-head; add "
                    "--levels lloyd-max, --key-scale for the optional variants)")
     c.add_argument("--key-scale", action=argparse.BooleanOptionalAction, default=None,
                    help="exact per-direction key rescale (keys S.R, queries S^-1.R); default off")
+    c.add_argument("--key-weighting", choices=("uniform", "attention"), default="uniform",
+                   help="attention: fit R_K and the K clip for queries weighted by their attention mass on "
+                   "the keys held in INT2 at the default windows (slower calibration; measured no gain, "
+                   "docs/ACCURACY.md section 5)")
 
     e = sub.add_parser("eval", help="compare KV methods on real text (ppl, KL, top-1, bits) or the passkey task")
     _common_model(e)
