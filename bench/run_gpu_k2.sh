@@ -15,7 +15,7 @@ git log -1 --format="%h %s" >> "$OUT/${T}_gpu.txt" 2>/dev/null || echo "commit: 
 # kernels first (-x: a broken kernel stops here), then the GPU tests of issues 11 and 8 that wait on a GPU run
 timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/kernels > "$OUT/${T}_tests.log" 2>&1
 echo "kernel tests rc=$?"
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/adversarial tests/cache/test_gpu_paged.py \
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/adversarial tests/cache/test_gpu_paged.py \
   tests/cache/test_compiled_step.py tests/vllm/test_gpu_vllm_shapes.py >> "$OUT/${T}_tests.log" 2>&1
 echo "tests rc=$?"; tail -3 "$OUT/${T}_tests.log"
 # 2. sweep + table at the issue's points with FlashInfer BF16/FP8 + probe + append (PDL off/on)
