@@ -48,9 +48,8 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import InputError, StateError, UnsupportedError
-from ..quant import QuantConfig, clip_index
+from ..quant import QuantConfig, clip_index, storage_dtype
 from .checks import SequenceError, check_append_request, check_known
-from ..quant.format import _dtype
 
 NULL_BLOCK = 0
 
@@ -170,7 +169,7 @@ class MixedKVPool:
         if layout == "tile16" and (block_size != 16 or k_cfg.group(head_dim) != head_dim):
             raise InputError("layout='tile16' needs block_size=16 and one scale group per row (group_size >= head_dim)")
         ng = head_dim // k_cfg.group(head_dim)
-        sdt = _dtype(k_cfg.scale_dtype)
+        sdt = storage_dtype(k_cfg.scale_dtype)
         qshape = (num_int2_blocks, num_kv_heads, block_size)
         # Zero-filled (not empty) so a stray read of an unused slot is harmless rather than NaN.
         z = lambda *s, dt: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731

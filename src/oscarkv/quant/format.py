@@ -50,7 +50,6 @@ def storage_dtype(name_or_dtype) -> torch.dtype:
         ) from None
 
 
-_dtype = storage_dtype  # old private name, still imported by kernels/paged.py (owned by the kernel rewrite)
 
 
 @dataclass(frozen=True)
