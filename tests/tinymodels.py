@@ -65,3 +65,17 @@ def left_pad(prompts):
     for b, p in enumerate(prompts):
         ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
     return ids, mask
+
+
+def oscar_generate(model, cache, ids, mask=None, absorb=False, **gen):
+    """``model.generate`` through ``cache`` with the OSCAR attention enabled (greedy, 20 new tokens, logits
+    returned unless ``gen`` says otherwise); the attention is disabled again whatever happens."""
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    enable_oscar_attention(model, cache, absorb_v_into_o_proj=absorb)
+    try:
+        kw = dict(max_new_tokens=20, do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=0)
+        kw.update(gen)
+        return model.generate(ids, attention_mask=mask, cache=cache, **kw)
+    finally:
+        disable_oscar_attention(model)

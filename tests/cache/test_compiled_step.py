@@ -18,7 +18,7 @@ from oscarkv.cache import OscarCache
 from oscarkv.cache.graph import GraphDecoder, generate
 from oscarkv.errors import StateError
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
-from tinymodels import left_pad
+from tinymodels import left_pad, oscar_generate
 
 KW = dict(sink=16, recent=16, group_size=32)
 needs_cc = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("gcc") is None,
@@ -41,12 +41,7 @@ def _prefilled(model, config, rotations, ids, mask=None, **kw):
 
 def _assert_equals_greedy_generate(model, cache, ids, toks, logits, n=10):
     """``toks`` / ``logits`` of a compiled step == ``model.generate`` (greedy) through ``cache``."""
-    enable_oscar_attention(model, cache)
-    try:
-        want = model.generate(ids, cache=cache, max_new_tokens=n, do_sample=False, output_logits=True,
-                              return_dict_in_generate=True, pad_token_id=0)
-    finally:
-        disable_oscar_attention(model)
+    want = oscar_generate(model, cache, ids, max_new_tokens=n)
     assert torch.equal(toks, want.sequences[:, ids.shape[1]:])
     assert max((a - b).abs().max() for a, b in zip(logits, want.logits)) < 1e-4
 

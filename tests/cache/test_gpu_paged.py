@@ -20,6 +20,7 @@ from oscarkv.cache import OscarCache
 from oscarkv.cache.graph import generate as graph_generate
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
 from oscarkv.rotation import RotationSet, config_hash
+from tinymodels import oscar_generate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 NEW = 128
@@ -96,13 +97,8 @@ def test_graph_paged_equals_reference_128_tokens(kind):
         toks, logits = graph_generate(model, paged, ids, max_new_tokens=NEW, return_logits=True)
     finally:
         disable_oscar_attention(model)
-    ref = OscarCache(cfg, paged.method, rotations=rot, backend="reference")
-    enable_oscar_attention(model, ref)
-    try:
-        out = model.generate(ids, cache=ref, max_new_tokens=NEW, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True, pad_token_id=0)
-    finally:
-        disable_oscar_attention(model)
+    out = oscar_generate(model, OscarCache(cfg, paged.method, rotations=rot, backend="reference"), ids,
+                         max_new_tokens=NEW)
     assert paged.segments()["quantized"] > 0
     _compare(f"{kind} graph paged vs reference", out.sequences[:, 300:], out.logits, toks, logits)
 

@@ -10,6 +10,7 @@ from oscarkv.cache import OscarCache
 from oscarkv.errors import InputError, StateError
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
 from tinymodels import left_pad
+from tinymodels import oscar_generate as run
 
 KW = dict(sink=16, recent=16, group_size=32)
 
@@ -17,16 +18,6 @@ KW = dict(sink=16, recent=16, group_size=32)
 def _prompts(lengths=(40, 23, 33), seed=5):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(1, 100, (1, n), generator=g) for n in lengths]
-
-
-def run(model, cache, ids, mask=None, absorb=False, **gen):
-    enable_oscar_attention(model, cache, absorb_v_into_o_proj=absorb)
-    try:
-        kw = dict(max_new_tokens=20, do_sample=False, output_logits=True, return_dict_in_generate=True, pad_token_id=0)
-        kw.update(gen)
-        return model.generate(ids, attention_mask=mask, cache=cache, **kw)
-    finally:
-        disable_oscar_attention(model)
 
 
 def paged(config, name, rotations, **kw):

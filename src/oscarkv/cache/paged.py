@@ -393,7 +393,7 @@ class PagedLayer(CacheLayerMixin):
                 return None if r is None else expand_heads(r, hq).to(self.device, torch.float32).contiguous()
 
             self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
-            self._vm = rotated_mean(self.v_mean, self.v_rot)
+            self._vm = self.v_mean_rot  # mu_V R_V (lazy_initialization)
             # the compiled step rotates q [B, Hq, 1, d] and k [B, Hkv, 1, d] in one batched GEMV:
             # the transforms of both, one per head of cat([q, k], heads) (or one shared matrix)
             self._rqk = None
