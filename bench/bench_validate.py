@@ -6,6 +6,9 @@ checks live in functions of their own exactly so that this comparison is possibl
 
     cache_step     OscarCache (method oscar): one decode token through every layer's ``update``
                    (guarded by ``validation.snapshot_layer`` / ``restore_layer``)
+    paged_step     CUDA only: one eager decode step (model forward) of a random 4-layer Llama (8 KV heads,
+                   head_dim 128) through the paged OscarCache backend and the CUDA kernels, guarded by
+                   ``PagedState.check_consistent`` / ``end_forward`` (the half-written-forward check)
     plan_meta      MixedKVCache.plan_append + metadata for a batch of sequences, one token each
                    (host-side ownership / bounds checks of ``kernels/checks.py`` when present)
     decode_attn    decode_attention over the paged pools (torch backend on CPU, triton on CUDA),
@@ -209,6 +212,55 @@ def bench_paged(device, reps, batch, context):
     return out
 
 
+def bench_paged_step(reps, context, device="cuda"):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from oscarkv.cache import OscarCache
+    from oscarkv.cache.graph import _cache_kwarg
+    from oscarkv.cache.paged import PagedState
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+    from oscarkv.rotation import RotationSet, config_hash
+
+    cfg = LlamaConfig(hidden_size=1024, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                      num_hidden_layers=4, intermediate_size=2048, vocab_size=512,
+                      max_position_embeddings=context + 64)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16 if device == "cuda" else torch.float32).eval()
+    g = torch.Generator().manual_seed(0)
+    orth = lambda: torch.linalg.qr(torch.randn(4, 1, 128, 128, generator=g))[0]  # noqa: E731
+    rot = RotationSet(orth(), orth(), k_clip=torch.full((4,), 0.96), v_clip=torch.full((4,), 0.92),
+                      meta={"model_id": "random", "config_hash": config_hash(cfg)})
+    ids = torch.randint(1, 512, (1, context), device=device)
+    now = _timer(device)
+    ck = _cache_kwarg(model)
+    res = {}
+    saved = PagedState.check_consistent, PagedState.end_forward
+    for mode in MODES:
+        if mode.startswith("off"):
+            PagedState.check_consistent = PagedState.end_forward = lambda self: None
+        try:
+            cache = OscarCache(cfg, "oscar", rotations=rot, max_tokens=context + 64 * len(MODES) * (reps + 2),
+                               sink=64, recent=256, group_size=128)
+            if device == "cpu":
+                cache.use_paged()  # (smoke runs; CUDA picks the paged backend by itself)
+            enable_oscar_attention(model, cache)
+            with torch.no_grad():
+                model(ids, **{ck: cache}, use_cache=True)
+                tok = ids[:, -1:]
+
+                def one():
+                    model(tok, **{ck: cache}, use_cache=True)
+
+                one()
+                res[mode] = _median(one, reps, now)
+        finally:
+            disable_oscar_attention(model)
+            PagedState.check_consistent, PagedState.end_forward = saved
+    return {"op": "paged_step", "context": context, "layers": 4, "backend": cache.backend, **_summ(res)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -232,6 +284,8 @@ def main(argv=None):
     print(json.dumps(bench_cache_step(a.device, a.reps, a.context)), flush=True)
     for r in bench_paged(a.device, a.reps, a.batch, a.context):
         print(json.dumps(r), flush=True)
+    if a.device == "cuda":
+        print(json.dumps(bench_paged_step(a.reps, a.context)), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from oscarkv.quant import QuantConfig
 
 
 def _pool_with(k, v, sink=16, recent=32, bs=16, backend="torch", device="cpu"):
-    # block size 16: Triton on a GPU needs dot operands of at least 16 along K (the block's tokens)
+    # block size 16 and head_dim 64: Triton on a GPU needs dot operands of at least 16 along K (tokens; head_dim / 4)
     pool = MixedKVPool.allocate(16, 16, bs, k.shape[1], k.shape[2], QuantConfig(group_size=k.shape[2]),
                                 QuantConfig(group_size=k.shape[2]), device=device)
     cache = MixedKVCache(16, 16, bs, sink=sink, recent=recent)
@@ -30,10 +30,10 @@ BACKENDS = [("torch", "cpu")] + ([("triton", "cpu")] if __import__("os").environ
 @pytest.mark.parametrize("backend, device", BACKENDS)
 def test_nan_key_in_window_propagates(backend, device):
     torch.manual_seed(0)
-    k, v = torch.randn(40, 2, 32), torch.randn(40, 2, 32)
+    k, v = torch.randn(40, 2, 64), torch.randn(40, 2, 64)
     k[37, 1, 3] = float("nan")  # KV head 1, a token of the recent window (held in bf16)
     pool, meta = _pool_with(k, v, device=device)
-    q = torch.randn(1, 4, 32, device=device)
+    q = torch.randn(1, 4, 64, device=device)
     out = decode_attention(q, pool, meta, backend=backend).cpu()
     assert torch.isfinite(out[0, :2]).all()  # query heads of KV head 0 are untouched
     assert torch.isnan(out[0, 2:]).all()  # heads that read the NaN key: NaN, not a plausible 0
@@ -70,14 +70,14 @@ def test_no_nan_to_num_left_in_attention_paths():
 @pytest.mark.parametrize("backend, device", BACKENDS)
 def test_nan_key_reaching_int2_raises_or_propagates(backend, device):
     torch.manual_seed(0)
-    k, v = torch.randn(96, 2, 32), torch.randn(96, 2, 32)
+    k, v = torch.randn(96, 2, 64), torch.randn(96, 2, 64)
     k[20, 1, 3] = float("nan")  # position 20: INT2 history (sink 16, recent 32, page 16: tokens [16, 64))
     try:
         pool, meta = _pool_with(k, v, backend=backend, device=device)
     except ValueError as e:  # the torch reference refuses to quantize it
         assert "NaN" in str(e)
         return
-    out = decode_attention(torch.randn(1, 4, 32, device=device), pool, meta, backend=backend).cpu()
+    out = decode_attention(torch.randn(1, 4, 64, device=device), pool, meta, backend=backend).cpu()
     assert torch.isfinite(out[0, :2]).all() and torch.isnan(out[0, 2:]).all()
 
 

@@ -43,6 +43,7 @@ from .paged import (
     MixedKVCache,
     MixedKVPool,
     OutOfBlocksError,
+    TRITON_GPU_MIN_HEAD_DIM,
     WritePlan,
     check_kernel_configs,
 )
@@ -171,7 +172,7 @@ def decode_attention(
     if be == "auto":
         if plan is not None or (q.is_cuda and pool.layout == "tile16" and cuda_ops.unsupported_reason(q, pool) is None):
             be = "cuda"
-        elif q.is_cuda and pool.layout == "logical":
+        elif q.is_cuda and pool.layout == "logical" and q.shape[-1] >= TRITON_GPU_MIN_HEAD_DIM:
             be = "triton"
         else:
             be = "torch"

@@ -52,6 +52,9 @@ from ..quant import QuantConfig, clip_index, storage_dtype
 from .checks import SequenceError, check_append_request, check_known
 
 NULL_BLOCK = 0
+# the Triton decode kernel's dots run over head_dim / 4 codes (one 2-bit plane); Triton compiles a dot
+# only with K >= 16 on a GPU (the interpreter has no such bound)
+TRITON_GPU_MIN_HEAD_DIM = 64
 
 
 class OutOfBlocksError(StateError):

@@ -31,6 +31,9 @@ import torch
 import triton
 import triton.language as tl
 
+from ..errors import InputError
+from .paged import TRITON_GPU_MIN_HEAD_DIM
+
 
 @triton.jit
 def _plane(c, P: tl.constexpr, DT: tl.constexpr):
@@ -376,6 +379,9 @@ def decode_attention_triton(
     (e.g. under CUDA graphs); it must hold at least the number of splits used.
     """
     B, HQ, D = q.shape
+    if q.is_cuda and not _interpreting() and D < TRITON_GPU_MIN_HEAD_DIM:
+        raise InputError(f"the Triton decode kernel needs head_dim >= {TRITON_GPU_MIN_HEAD_DIM} on a GPU (its dots "
+                         f"run over head_dim / 4 codes, Triton's minimum is 16), got {D}; use backend='torch'")
     HKV = pool.num_kv_heads
     G = HQ // HKV
     n_hp_splits, n_q_splits, o_part, lse_part, out = plan_launch(
