@@ -431,6 +431,8 @@ def run_model(name, cfg, args, device, bw, out):
         for meth, fn in _methods(args, ctx, lambda c, be: bench_oscar(model, cfg, rot, ctx, b_oscar, args.steps, device, c),
                                  lambda c, be: bench_bf16(model, cfg, ctx, b_bf16, args.steps, device, c, be), True):
             b = b_oscar if meth.startswith("oscar") else b_bf16
+            if args.tput_methods and meth not in args.tput_methods.split(","):
+                continue
             try:
                 r = fn()
                 r["batch"] = b
@@ -482,6 +484,7 @@ def main():
     ap.add_argument("--contexts", default="8192,32768,65536,131072")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--tput-context", type=int, default=32768)
+    ap.add_argument("--tput-methods", default="", help="equal-memory run of these methods only (e.g. bf16_compiled)")
     ap.add_argument("--kv-budget-gib", type=float, default=40.0)
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--generate-128k", type=int, default=0, help="context of a real generate run (0: skip)")

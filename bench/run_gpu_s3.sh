@@ -3,8 +3,8 @@
 #   bash bench/run_gpu_s3.sh A   GPU tests that wait on a GPU run (NaN merge / Triton head_dim guard, paged
 #                                cache vs reference, compiled step) + bench_validate (checks on/off) +
 #                                batch-1 GEMV shapes + bench_model qwen3-4b compiled (128K batch 1, equal memory)
-#   bash bench/run_gpu_s3.sh B   bench_model qwen3-8b compiled (128K batch 1, equal memory) + qwen3-4b 128K
-#                                with fused projections
+#   bash bench/run_gpu_s3.sh B   diag_gpu_paged (paged vs reference per kernel backend) + bench_model qwen3-8b
+#                                compiled at 128K batch 1 + the BF16 half of qwen3-4b's equal-memory run
 set -u
 PHASE=${1:-A}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -30,10 +30,12 @@ if [ "$PHASE" = A ]; then
     --steps 20 --out "$OUT/${T}_bench_model.json" > "$OUT/${T}_bench_model.log" 2>&1
   t "bench_model rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model.log" | cut -c1-420 | tail -12
 else
-  timeout 330 python3 bench/bench_model.py --models qwen3-8b --contexts 131072 --modes compiled --tput-context 32768 \
-    --steps 20 --out "$OUT/${T}_bench_model.json" > "$OUT/${T}_bench_model.log" 2>&1
-  t "bench_model 8b rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model.log" | cut -c1-420 | tail -12
-  timeout 170 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled --tput-context 0 \
-    --fuse-projections --steps 20 --out "$OUT/${T}_bench_model_fused.json" > "$OUT/${T}_bench_model_fused.log" 2>&1
-  t "bench_model 4b fused rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_fused.log" | cut -c1-420 | tail -8
+  timeout 130 python3 bench/diag_gpu_paged.py --kinds qwen3,qwen2 > "$OUT/${T}_diag.jsonl" 2> "$OUT/${T}_diag.err"
+  t "diag rc=$?"; cut -c1-330 "$OUT/${T}_diag.jsonl"; tail -3 "$OUT/${T}_diag.err"
+  timeout 210 python3 bench/bench_model.py --models qwen3-8b --contexts 131072 --modes compiled --tput-context 0 \
+    --steps 20 --out "$OUT/${T}_bench_model_8b.json" > "$OUT/${T}_bench_model_8b.log" 2>&1
+  t "bench_model 8b rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_8b.log" | cut -c1-420 | tail -6
+  timeout 150 python3 bench/bench_model.py --models qwen3-4b --contexts "" --modes compiled --tput-context 32768 \
+    --tput-methods bf16_compiled --steps 20 --out "$OUT/${T}_bench_model_4b_tput_bf16.json" > "$OUT/${T}_bench_model_4b_tput_bf16.log" 2>&1
+  t "bench_model 4b bf16 equal-memory rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_4b_tput_bf16.log" | cut -c1-420 | tail -6
 fi
