@@ -64,7 +64,7 @@ def _log(rec):
             f.write(json.dumps(rec) + "\n")
 
 
-def _compare(name, want_toks, want_logits, got_toks, got_logits):
+def _compare(name, want_toks, want_logits, got_toks, got_logits, tol=0.04):
     diffs, first_bad, margin = [], None, None
     for i in range(len(want_logits)):
         a, b = want_logits[i].float(), got_logits[i].float()
@@ -78,29 +78,37 @@ def _compare(name, want_toks, want_logits, got_toks, got_logits):
            "ref_margin_at_divergence": margin}
     _log(rec)
     print(rec)
-    assert max(diffs) <= 0.04, rec
+    assert max(diffs) <= tol, rec
     if first_bad is not None:  # only a near-tie may flip the greedy token
         abs_diff = float((want_logits[first_bad].float() - got_logits[first_bad].float()).abs().max())
         assert margin <= 2 * abs_diff, rec
 
 
+# absorb: R_V folded into the weights (paged: v_proj and o_proj; reference: o_proj). The folds change bf16
+# rounding, which these random bf16 models amplify: measured on the H200 (2026-12-03c, bench/diag_gpu_paged.py,
+# Qwen3, 24 steps) the reference with its fold moves 2.9% from the reference without; the paged path with both
+# folds moves up to 6.3% from the unfolded reference with every kernel backend (CUDA, Triton, torch alike),
+# while without the folds the paged path stays within 1.3% (CUDA) / 1.3% (Triton). So kernels are checked
+# without the folds at 4%, and the folded path against the folded reference at 8%.
+@pytest.mark.parametrize("absorb", [False, True])
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
-def test_graph_paged_equals_reference_128_tokens(kind):
+def test_graph_paged_equals_reference_128_tokens(kind, absorb):
     cfg = _config(kind)
     model = _model(cfg)
     rot = _rotations(cfg)
     ids = torch.randint(1, 512, (1, 300), generator=torch.Generator().manual_seed(1)).cuda()
     paged = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
-    enable_oscar_attention(model, paged, absorb_v_into_o_proj=True)
+    enable_oscar_attention(model, paged, absorb_v_into_o_proj=absorb)
     assert paged.paged is not None, "the device should pick the paged backend"
     try:
         toks, logits = graph_generate(model, paged, ids, max_new_tokens=NEW, return_logits=True)
     finally:
         disable_oscar_attention(model)
     out = oscar_generate(model, OscarCache(cfg, paged.method, rotations=rot, backend="reference"), ids,
-                         max_new_tokens=NEW)
+                         absorb=absorb, max_new_tokens=NEW)
     assert paged.segments()["quantized"] > 0
-    _compare(f"{kind} graph paged vs reference", out.sequences[:, 300:], out.logits, toks, logits)
+    _compare(f"{kind} graph paged vs reference (absorb={absorb})", out.sequences[:, 300:], out.logits, toks, logits,
+             tol=0.08 if absorb else 0.04)
 
 
 def test_padded_batch_and_absorption_on_gpu():
@@ -158,3 +166,24 @@ def test_sampling_runs_and_eager_generate_equals_graph():
     finally:
         disable_oscar_attention(model)
     _compare("llama eager model.generate (paged) vs graph loop", want.sequences[:, 120:], want.logits, got, logits)
+
+
+def test_graph_with_torch_kernels_is_refused_in_one_line():
+    """The torch reference syncs with the host: capturing it must be refused before capture starts (a failed
+    capture leaves the CUDA generator unusable for the rest of the process); eager still works."""
+    from oscarkv.errors import InputError
+
+    cfg = _config("llama")
+    model = _model(cfg)
+    ids = torch.randint(1, 512, (1, 40), generator=torch.Generator().manual_seed(4)).cuda()
+    cache = OscarCache(cfg, "oscar", rotations=_rotations(cfg), max_tokens=128, kernel_backend="torch", **KW)
+    enable_oscar_attention(model, cache)
+    try:
+        with pytest.raises(InputError, match="kernel_backend='torch'"):
+            graph_generate(model, cache, ids, max_new_tokens=4, use_graph=True)
+        cache2 = OscarCache(cfg, "oscar", rotations=_rotations(cfg), max_tokens=128, kernel_backend="torch", **KW)
+        enable_oscar_attention(model, cache2)
+        assert graph_generate(model, cache2, ids, max_new_tokens=4).shape == (1, 4)  # default: eager
+        torch.randn(3, device="cuda")  # the generator still works
+    finally:
+        disable_oscar_attention(model)

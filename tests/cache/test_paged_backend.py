@@ -240,3 +240,18 @@ def test_refused_forward_changes_nothing(model, config, rotations):
     with pytest.raises(StateError, match="full"):
         run(model, a, ids, max_new_tokens=20)  # 40 + 20 > 48: refused at the step that would overflow
     assert a.get_seq_length() == 48 and a.paged.broken is None
+
+
+def test_graph_refusals_come_before_the_prefill(model, config, rotations):
+    """use_graph=True on CPU is refused in one line before any work: the cache stays empty and usable."""
+    from oscarkv.cache.graph import generate
+    c = paged(config, "oscar", rotations, kernel_backend="torch")
+    enable_oscar_attention(model, c)
+    try:
+        ids = torch.randint(1, config.vocab_size, (1, 12))
+        with pytest.raises(InputError, match="CUDA graphs need a CUDA model"):
+            generate(model, c, ids, max_new_tokens=2, use_graph=True)
+        assert c.get_seq_length() == 0
+        assert generate(model, c, ids, max_new_tokens=2).shape == (1, 2)
+    finally:
+        disable_oscar_attention(model)

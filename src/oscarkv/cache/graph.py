@@ -38,6 +38,19 @@ def _cache_kwarg(model) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def _use_graph(st, device: torch.device, use_graph: bool | None) -> bool:
+    """Whether the decode step is captured: by default on CUDA unless the kernels are the torch reference."""
+    use = (device.type == "cuda" and st.kernel_backend != "torch") if use_graph is None else use_graph
+    if use and device.type != "cuda":
+        raise InputError("CUDA graphs need a CUDA model; pass use_graph=False on CPU")
+    if use and st.kernel_backend == "torch":
+        # the torch reference reads lengths on the host: capture fails with an unrelated CUDA error and
+        # leaves the CUDA generator state broken for the rest of the process (seen on the H200, 2026-12-03c)
+        raise InputError("kernel_backend='torch' runs the torch reference, which syncs with the host and "
+                         "cannot be captured in a CUDA graph; use kernel_backend='auto' or pass use_graph=False")
+    return use
+
+
 class GraphDecoder:
     """One decode step (one token per row) of ``model`` over the paged ``cache``, replayed from a CUDA graph.
 
@@ -52,9 +65,7 @@ class GraphDecoder:
         if getattr(model, "_oscar_enabled", None) is None:
             raise StateError("GraphDecoder needs enable_oscar_attention(model, cache) first")
         self.model, self.cache, self.state = model, cache, st
-        self.use_graph = (st.device.type == "cuda") if use_graph is None else use_graph
-        if self.use_graph and st.device.type != "cuda":
-            raise InputError("CUDA graphs need a CUDA model; pass use_graph=False on CPU")
+        self.use_graph = _use_graph(st, st.device, use_graph)
         if st.graph_capacity is None:
             st.make_static()
         b = st.batch
@@ -164,6 +175,7 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
         raise StateError("generate runs the paged backend: create OscarCache(..., backend='paged') or enable "
                          "oscar attention on a CUDA model first")
     st = cache.paged
+    use_graph = _use_graph(st, input_ids.device, use_graph)  # refused before the prefill
     need = input_ids.shape[1] + max_new_tokens
     if st.max_tokens is not None and need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > st.max_tokens:
         raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={st.max_tokens}; "
