@@ -5,6 +5,8 @@
 #                                batch-1 GEMV shapes + bench_model qwen3-4b compiled (128K batch 1, equal memory)
 #   bash bench/run_gpu_s3.sh B   diag_gpu_paged (paged vs reference per kernel backend) + bench_model qwen3-8b
 #                                compiled at 128K batch 1 + the BF16 half of qwen3-4b's equal-memory run
+#   bash bench/run_gpu_s3.sh C   NaN tests + paged-vs-reference GPU tests (after the fixes of A/B) + qwen3-4b
+#                                128K batch 1 with fused projections
 set -u
 PHASE=${1:-A}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -29,6 +31,13 @@ if [ "$PHASE" = A ]; then
   timeout 230 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled --tput-context 32768 \
     --steps 20 --out "$OUT/${T}_bench_model.json" > "$OUT/${T}_bench_model.log" 2>&1
   t "bench_model rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model.log" | cut -c1-420 | tail -12
+elif [ "$PHASE" = C ]; then
+  OSCAR_GPU_TEST_LOG=$OUT/${T}_gpu_tests.jsonl timeout 150 python3 -m pytest -q -p no:cacheprovider \
+    tests/adversarial/test_nan_propagates.py tests/cache/test_gpu_paged.py > "$OUT/${T}_tests.log" 2>&1
+  t "tests rc=$?"; grep -E "^FAILED|passed|failed" "$OUT/${T}_tests.log" | tail -12; cut -c1-200 "$OUT/${T}_gpu_tests.jsonl"
+  timeout 170 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled --tput-context 0 \
+    --fuse-projections --steps 20 --out "$OUT/${T}_bench_model_fused.json" > "$OUT/${T}_bench_model_fused.log" 2>&1
+  t "bench_model 4b fused rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_fused.log" | cut -c1-420 | tail -8
 else
   timeout 130 python3 bench/diag_gpu_paged.py --kinds qwen3,qwen2 > "$OUT/${T}_diag.jsonl" 2> "$OUT/${T}_diag.err"
   t "diag rc=$?"; cut -c1-330 "$OUT/${T}_diag.jsonl"; tail -3 "$OUT/${T}_diag.err"

@@ -163,7 +163,7 @@ class CudaDecodeConfig:
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     """
 
-    variant: int | None = None  # None: 1 below 64 (sequence, KV head) pairs or at head_dim 64, else 2
+    variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
 
@@ -199,8 +199,8 @@ class DecodePlan:
         self.dtype = dtype
         L = lib()
         v = self.config.variant
-        if v is None:  # fastest per shape in the 2026-12-03 H200 table (BENCHMARKS.md)
-            v = 1 if head_dim == 64 or batch * num_kv_heads < 64 else 2
+        if v is None:  # fastest (or within 5% of it) per shape in the 2026-12-03c H200 sweep (BENCHMARKS.md)
+            v = 4 if batch * num_kv_heads < 64 else 0
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
