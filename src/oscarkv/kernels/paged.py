@@ -420,4 +420,3 @@ def kernel_clip_index(cfg: QuantConfig, d: int) -> int:
     """Clip index the append kernels (CUDA, Triton) take: ``quant.clip_index`` when ``cfg`` clips, else -1
     (the kernels then skip the threshold search; clip_index's d - 1 would clip nothing, at a cost)."""
     return clip_index(cfg.clip_ratio, d) if cfg.clips else -1
-
