@@ -38,6 +38,67 @@ def _cache_kwarg(model) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def _check_enabled(model, cache, who: str) -> None:
+    """``model`` runs the OSCAR attention with this very ``cache`` (else its forwards would attend the
+    cache's rotated K/V with the plain attention, or fail in another cache's layers)."""
+    from ..integrations.transformers import enabled_cache
+
+    got = enabled_cache(model)
+    if got is None:
+        raise StateError(f"{who} needs enable_oscar_attention(model, cache) first")
+    if got is not cache:
+        raise StateError(f"{who}: the model is enabled with another OscarCache; call "
+                         "enable_oscar_attention(model, cache) with this cache first")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_token_ids(name: str, t, vocab: int) -> None:
+    """Token ids: a 2-D integer tensor with at least one token, every id in [0, vocab) (one host sync)."""
+    if not torch.is_tensor(t) or t.ndim != 2:
+        raise InputError(f"{name} must be a [batch, tokens] tensor of token ids, got "
+                         f"{tuple(t.shape) if torch.is_tensor(t) else type(t).__name__}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise InputError(f"{name} must hold integer token ids, got dtype {t.dtype}")
+    if t.shape[0] < 1 or t.shape[1] < 1:
+        raise InputError(f"{name} must hold at least one token per row, got shape {tuple(t.shape)}")
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0 or hi >= vocab:
+        raise InputError(f"{name} holds token id {lo if lo < 0 else hi}, outside the model's vocabulary [0, {vocab})")
+
+
+def _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,
+                         eos_token_id, pad_token_id) -> None:
+    """Everything ``generate`` takes from its caller, checked before the prefill (issue 11)."""
+    vocab = model.get_input_embeddings().num_embeddings
+    _check_token_ids("input_ids", input_ids, vocab)
+    if attention_mask is not None and (not torch.is_tensor(attention_mask) or attention_mask.shape != input_ids.shape):
+        got = tuple(attention_mask.shape) if torch.is_tensor(attention_mask) else type(attention_mask).__name__
+        raise InputError(f"attention_mask must have input_ids' shape {tuple(input_ids.shape)}, got {got}")
+    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if do_sample:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0 \
+                or temperature == float("inf"):
+            raise InputError(f"temperature must be a finite number > 0 when sampling, got {temperature!r}; "
+                             "for greedy decoding pass do_sample=False")
+        if top_k is not None and (not _is_int(top_k) or top_k < 0):
+            raise InputError(f"top_k must be None, 0 (off) or a positive integer, got {top_k!r}")
+    if eos_token_id is not None:
+        ids = [eos_token_id] if _is_int(eos_token_id) else eos_token_id
+        if not isinstance(ids, (list, tuple)) or not ids or not all(_is_int(i) for i in ids):
+            raise InputError(f"eos_token_id must be None, a token id or a non-empty list of token ids, got {eos_token_id!r}")
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            raise InputError(f"eos_token_id {bad[0]} is outside the model's vocabulary [0, {vocab}): "
+                             "generation would never stop on it")
+        if not _is_int(pad_token_id) or not 0 <= pad_token_id < vocab:
+            raise InputError(f"pad_token_id must be a token id in [0, {vocab}) (the rows that ended are fed it), "
+                             f"got {pad_token_id!r}")
+
+
 def _use_graph(st, device: torch.device, use_graph: bool | None) -> bool:
     """Whether the decode step is captured: by default on CUDA unless the kernels are the torch reference."""
     use = (device.type == "cuda" and st.kernel_backend != "torch") if use_graph is None else use_graph
@@ -62,8 +123,7 @@ class GraphDecoder:
         if st is None or st.mgr is None:
             raise StateError("GraphDecoder needs a paged OscarCache that holds a prefill: call "
                              "enable_oscar_attention(model, cache) and run the prompt through the model first")
-        if getattr(model, "_oscar_enabled", None) is None:
-            raise StateError("GraphDecoder needs enable_oscar_attention(model, cache) first")
+        _check_enabled(model, cache, "GraphDecoder")
         self.model, self.cache, self.state = model, cache, st
         self.use_graph = _use_graph(st, st.device, use_graph)
         if st.graph_capacity is None:
@@ -103,6 +163,11 @@ class GraphDecoder:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B] (the last sampled token of each row) -> logits [B, vocab] of the next position."""
         st = self.state
+        if not torch.is_tensor(tokens) or tokens.numel() != st.batch:
+            got = tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__
+            raise InputError(f"step takes one token per row: a tensor of {st.batch} token ids, got {got}")
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise InputError(f"step takes integer token ids, got dtype {tokens.dtype}")
         self.ids.copy_(tokens.view(-1, 1))
         self.pos.copy_(torch.tensor(st.row_lengths(), dtype=torch.long).view(-1, 1), non_blocking=True)
         st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
@@ -152,7 +217,7 @@ def compiled_forward(model, dynamic: bool | None = False):
 def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None, generator=None):
     if not do_sample:
         return logits.argmax(-1)
-    x = logits.float() / max(temperature, 1e-5)
+    x = logits.float() / temperature  # > 0 (generate checks it)
     if top_k:
         kth = torch.topk(x, min(top_k, x.shape[-1]), dim=-1).values[:, -1:]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -168,12 +233,17 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     up to ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, n] (and the logits of
     every step with ``return_logits``). ``compile=True``: the decode step is compiled with ``torch.compile``
     before capture (``GraphDecoder``). A row that produced ``eos_token_id`` continues with
-    ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on."""
+    ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on.
+    ``top_k=0`` (or None) samples from the whole vocabulary, as in transformers. Every argument is checked
+    before the prefill (``InputError`` / ``StateError``, one line)."""
+    _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,
+                         eos_token_id, pad_token_id)
     if cache.get_seq_length() != 0:
         raise StateError("generate needs an empty cache")
     if cache.paged is None:
         raise StateError("generate runs the paged backend: create OscarCache(..., backend='paged') or enable "
                          "oscar attention on a CUDA model first")
+    _check_enabled(model, cache, "generate")
     st = cache.paged
     use_graph = _use_graph(st, input_ids.device, use_graph)  # refused before the prefill
     need = input_ids.shape[1] + max_new_tokens
