@@ -80,10 +80,16 @@ class OscarCache(Cache):
         max_tokens: int | None = None,
         kernel_backend: str = "auto",
     ):
+        if not callable(getattr(config, "get_text_config", None)):
+            raise InputError(f"OscarCache needs the model's transformers config (model.config), got {type(config).__name__}")
         if backend not in BACKENDS:
             raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        from ..kernels import KERNEL_BACKENDS
+
+        if kernel_backend not in KERNEL_BACKENDS:  # before: refused by the first write_kv, inside a forward
+            raise InputError(f"kernel_backend must be one of {KERNEL_BACKENDS}, got {kernel_backend!r}")
         # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels, page 16) come
         # from make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too
         # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.

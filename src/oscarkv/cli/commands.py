@@ -48,6 +48,9 @@ def _check_data(source: str, what: str = "--data") -> None:
     if source in SOURCES:
         return
     check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
+    from ..data import load_text
+
+    load_text(source)  # empty or not UTF-8: refused now, not after the model load
 
 
 def _check_positions(config, *lengths: int, what: str = "--context") -> None:
@@ -82,6 +85,14 @@ def _check_group_size(config, group_size: int, methods=()) -> None:
     if token_wise and d % g:
         divisors = [x for x in (16, 32, 64, 128, 256) if x <= d and d % x == 0]
         raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
+
+
+def _check_methods(config, methods, rotations) -> None:
+    """Each method can be built with the rotation file it will get (``harness.check_methods``)."""
+    from ..dims import attention_dims
+    from ..eval.harness import check_methods
+
+    check_methods(methods, rotations, attention_dims(config).head_dim)
 
 
 def _load_rotations_file(path: str, what: str = "--rotations"):
@@ -191,11 +202,12 @@ def cmd_eval(a) -> int:
         if r is not None:
             r.check_model(config)
     _check_group_size(config, a.group_size, methods)
+    if plus is not None:
+        rot = {"*": plus, **({"oscar": rot} if rot is not None else {})}
+    _check_methods(config, methods, rot)
     _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
                      what="--lengths" if a.task == "passkey" else "--context")
     lm = _load(a.model)
-    if plus is not None:
-        rot = {"*": plus, **({"oscar": rot} if rot is not None else {})}
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
@@ -252,7 +264,7 @@ def cmd_run(a) -> int:
     from ..calibrate import collect_stats, quality_warning
     from ..data import builtin_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
-    from ..methods import parse_methods
+    from ..methods import PLUS_KEY_SCALE, parse_methods
 
     from ..models import QWEN_ALIASES
 
@@ -261,22 +273,36 @@ def cmd_run(a) -> int:
         a.context = 2048 if model_name in QWEN_ALIASES else 4096
     if a.context < 514:
         raise InputError(f"--context {a.context} is too short: `run` scores positions 512 and later, use >= 514")
+    if getattr(a, "only_pure", False) and a.no_pure:
+        raise InputError("--only-pure and --no-pure leave no table to compute; pass one of them")
     check_output_dir(a.out_dir, "--out-dir")
-    _check_positions(_peek_config(model_name), a.context)
+    config = _peek_config(model_name)
+    _check_positions(config, a.context)
+    alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
+    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
+    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
+        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
+    parse_methods(names)  # unknown names refused now, not after the calibration
+    reuse = getattr(a, "reuse_rotations", None)
+    files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
+    if reuse:  # read and checked against the model before it loads
+        from ..rotation import RotationSet
+
+        hint = "pass the output folder of an earlier `oscar-kv run` of this model (RUN_DIR/rotations*.safetensors)"
+        if not Path(reuse).is_dir():
+            raise NotFoundError(f"--reuse-rotations {reuse} is not a folder; {hint}")
+        rots = {k: RotationSet.load(check_input_file(Path(reuse) / f"{f}.safetensors", "--reuse-rotations file", hint=hint))
+                for k, f in files.items()}
+        for r in rots.values():
+            r.check_model(config)
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(a.out_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     lm = _load(model_name)
-    from ..methods import PLUS_KEY_SCALE
 
-    reuse = getattr(a, "reuse_rotations", None)
     if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
-        from ..rotation import RotationSet
-
-        files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
-        rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
         a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
         from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
 
@@ -298,7 +324,6 @@ def cmd_run(a) -> int:
         _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
         rots = _run_rotations(lm, stats, "pydoc-calib")
 
-    alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     for key, rs in rots.items():
         msg = quality_warning(rs)
         if msg:
@@ -313,9 +338,6 @@ def cmd_run(a) -> int:
     rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
     ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
-    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
-    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
-        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
     # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
     # the last 0-15 tokens in BF16)
     configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
@@ -388,6 +410,7 @@ def cmd_ablate(a) -> int:
     bad = [w for w in what if w not in ABLATIONS]
     if bad or not what:
         raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    Ablator.default_score_from(a.context)  # a context with nothing to score: refused before the load
     check_output_dir(a.out_dir, "--out-dir")
     _check_positions(_peek_config(a.model), a.context)
     out = Path(a.out_dir)

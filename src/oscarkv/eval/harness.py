@@ -146,6 +146,16 @@ def rotations_for(rotations, method: KVMethod):
     return rotations
 
 
+def check_methods(methods, rotations, head_dim: int) -> None:
+    """Every method can be built with its rotation file at this head_dim: layer 0's plan, i.e. the rules of
+    ``KVMethod.layer_plan`` (calibrated rotations present, means for centering, fitted levels for lloyd-max,
+    the key rescale, group size). Run before any method is evaluated (and by the CLI before the model
+    loads), so a method late in the list cannot fail after the others have run."""
+    for m in methods:
+        if isinstance(m, KVMethod):
+            m.layer_plan(0, head_dim, rotations_for(rotations, m))
+
+
 def _score(logits: torch.Tensor, ids: torch.Tensor, score_from: int):
     """(log-probs at scored positions [n, V], targets [n])."""
     lp = torch.log_softmax(logits[0, score_from:-1].float(), dim=-1)
@@ -176,6 +186,7 @@ def evaluate(
     seqs = windows(ids, context, sequences)
     dims = attention_dims(model)
     layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
+    check_methods(methods, rotations, head_dim)
     names = [m.name for m in methods]
     if "bf16" not in names:
         raise InputError("the method list must include bf16 (the reference for KL and top-1)")

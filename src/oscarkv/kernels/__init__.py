@@ -79,8 +79,11 @@ __all__ = [
 ]
 
 
+KERNEL_BACKENDS = ("auto", "cuda", "triton", "torch")
+
+
 def _backend(backend: str, t: torch.Tensor) -> str:
-    if backend not in ("auto", "cuda", "triton", "torch"):
+    if backend not in KERNEL_BACKENDS:
         raise InputError(f"backend must be 'auto', 'cuda', 'triton' or 'torch', got {backend!r}")
     if backend == "triton" and not t.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise StateError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
