@@ -42,10 +42,15 @@ def resolve_rotations(rotations, config=None):
 
 
 # -------------------------------------------------------------------------------- all-or-nothing update
-def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_dim: int) -> None:
-    """Shapes of a cache update, from Python ints only (no device sync on the decode path)."""
+def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_dim: int,
+                      batch: int | None = None) -> None:
+    """Shapes of a cache update, from Python ints only (no device sync on the decode path). ``batch``: the
+    rows the layer already holds (None while it is empty)."""
     if not 0 <= layer_idx < num_layers:
         raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers")
+    if batch is not None and k.shape[0] != batch:
+        raise InputError(f"the cache holds a batch of {batch} rows, this forward has {k.shape[0]}; "
+                         "use a new OscarCache for another batch")
     want = (num_kv_heads, head_dim)
     for name, t in (("key_states", k), ("value_states", v)):
         if t.ndim != 4 or (t.shape[1], t.shape[3]) != want:

@@ -105,3 +105,23 @@ def test_update_shapes_checked(k_shape, v_shape, layer, match):
 def test_api_values_refused(make, match):
     with pytest.raises(InputError, match=match):
         make()
+
+
+@pytest.mark.parametrize("backend", ["reference", "paged"])
+def test_another_batch_on_a_filled_cache_refused(model, config, rotations, backend):
+    """Before: a forward with another batch size on a non-empty cache was a torch.cat traceback from the
+    layers (reference) or an IndexError from the paged decode, which also left the paged cache broken."""
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    c = OscarCache(config, "oscar", rotations=rotations, backend=backend, sink=16, recent=16, group_size=32)
+    enable_oscar_attention(model, c)
+    try:
+        ids = torch.randint(1, 100, (1, 20))
+        with torch.no_grad():
+            model(ids, cache=c, use_cache=True)
+            with pytest.raises(InputError, match="holds a batch of 1 rows"):
+                model(torch.ones(2, 1, dtype=torch.long), cache=c, use_cache=True)
+            assert c.get_seq_length() == 20
+            assert model(ids[:, :1], cache=c, use_cache=True).logits.shape == (1, 1, 100)  # still usable
+    finally:
+        disable_oscar_attention(model)

@@ -220,7 +220,9 @@ class OscarCache(Cache):
         """transformers' ``Cache.update``. Shapes are checked first (Python ints, no device sync). On the
         reference backend a layer update that raises (e.g. non-finite K/V reaching the quantizer) leaves
         the layer as it was, so its length is not advanced and the cache stays usable (issue 11)."""
-        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
+        held = self.layers[layer_idx] if 0 <= layer_idx < len(self.layers) else None
+        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim,
+                          getattr(held, "batch_size", None) if held is not None and held.is_initialized else None)
         if (not self._padding_known and self.method.quantized and key_states.shape[0] > 1
                 and self.get_seq_length(layer_idx) == 0):
             # Issue 11 item 2: never a silently different answer for left-padded rows.
