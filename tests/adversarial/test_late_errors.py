@@ -64,6 +64,10 @@ def files(tmp_path, ckpt):
     (["eval", "--methods", "bf16,oscar", "--levels", "lloyd-max", "--rotations", "{d}/rot.safetensors"], "fitted levels"),
     # the same method twice was evaluated twice (one row overwriting the other in the JSON)
     (["eval", "--methods", "bf16,naive,naive"], "naive' is listed twice"),
+    # eval --task passkey silently ignored --plot and --peers (and --data, now its haystack)
+    (["eval", "--task", "passkey", "--methods", "bf16", "--plot", "{d}/p.png"], "--plot applies to --task ppl only"),
+    (["eval", "--task", "passkey", "--methods", "bf16", "--peers", "quanto"], "--peers applies to --task ppl only"),
+    (["eval", "--task", "passkey", "--methods", "bf16", "--data", "{d}/latin1.txt"], "not UTF-8"),
     # ablate: a context of 3 failed in the harness after the model load and calibration
     (["ablate", "--context", "3"], "context 3 is too short"),
 ])
@@ -119,3 +123,20 @@ def test_at_bits_still_works():
     assert m.bits_per_element(4096, 64) <= 3.0 and m.recent > 0
     held = 4096 - 64 - 256 - 7.5  # quantized tokens, averaged over the page of 16
     assert math.isclose(make_method("naive").bits_per_element(4096, 64), (held * 2.5 + (4096 - held) * 16) / 4096)
+
+
+def test_passkey_uses_data_as_haystack(ckpt, tmp_path, monkeypatch):
+    """Before: ``eval --task passkey --data FILE`` ran on the built-in pydoc-eval text, silently."""
+    from oscarkv.eval import passkey
+
+    seen = {}
+
+    def fake(lm, methods, rotations=None, haystack=None, **kw):
+        seen["haystack"] = haystack
+        return {"rows": [], "details": []}
+
+    monkeypatch.setattr(passkey, "run_passkey", fake)
+    monkeypatch.setattr(passkey, "format_passkey", lambda res: "")
+    (tmp_path / "hay.txt").write_text("needle-free text " * 100)
+    main(["eval", "--model", str(ckpt), "--task", "passkey", "--methods", "bf16", "--data", str(tmp_path / "hay.txt")])
+    assert seen["haystack"].startswith("needle-free text")

@@ -192,8 +192,11 @@ def cmd_eval(a) -> int:
         check_output_path(a.json_out, "--json")
     if a.plot:
         check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
-    if a.task == "ppl":
-        _check_data(a.data)
+    if a.task == "passkey":  # the passkey table has no error-vs-bits plot and no peer rows: refused, not ignored
+        for flag, given in (("--plot", a.plot), ("--peers", peers)):
+            if given:
+                raise InputError(f"{flag} applies to --task ppl only, not to --task passkey")
+    _check_data(a.data)  # ppl: the scored text; passkey: the haystack
     rot = _load_rotations_file(a.rotations) if a.rotations else None
     plus_path = getattr(a, "plus_rotations", None)
     plus = _load_rotations_file(plus_path, "--plus-rotations") if plus_path else None
@@ -211,7 +214,8 @@ def cmd_eval(a) -> int:
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
-        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials)
+        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials,
+                          haystack=load_text(a.data))
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
