@@ -170,3 +170,18 @@ def test_fused_projections_follow_to():
     assert attn.v_proj(torch.randn(1, 128, dtype=torch.float64)).abs().max() == 0
     assert attn.q_proj.fused_weight[-attn.v_proj.out_features:].abs().max() == 0
     assert unfuse_projections(m) == 5 * 2
+
+
+def test_triton_on_cpu_without_interpreter_refused_before_writing(model, config, rotations, monkeypatch):
+    """Before: refused by the first write_kv inside layer 0, which marked the cache broken for good."""
+    c = _enabled(model, config, rotations, kernel_backend="triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    try:
+        with pytest.raises(StateError, match="TRITON_INTERPRET=1"):
+            generate(model, c, IDS, max_new_tokens=3, use_graph=False)
+        assert c.paged.broken is None and c.get_seq_length() == 0 and c.paged.mgr is None
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        c.set_padding(None)
+        assert generate(model, c, IDS, max_new_tokens=2, use_graph=False).shape == (1, 2)  # still usable
+    finally:
+        disable_oscar_attention(model)

@@ -109,8 +109,10 @@ class PagedState:
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
-        from ..kernels import MixedKVCache, MixedKVPool
+        from ..kernels import MixedKVCache, MixedKVPool, check_kernel_backend
 
+        # before anything is planned or written: a refusal here leaves the cache empty and usable
+        check_kernel_backend(self.kernel_backend, device)
         if self.pad is None:
             self.pad = torch.zeros(batch, dtype=torch.long)
         if self.pad.shape[0] != batch:
