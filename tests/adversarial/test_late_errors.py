@@ -68,6 +68,13 @@ def files(tmp_path, ckpt):
     (["eval", "--task", "passkey", "--methods", "bf16", "--plot", "{d}/p.png"], "--plot applies to --task ppl only"),
     (["eval", "--task", "passkey", "--methods", "bf16", "--peers", "quanto"], "--peers applies to --task ppl only"),
     (["eval", "--task", "passkey", "--methods", "bf16", "--data", "{d}/latin1.txt"], "not UTF-8"),
+    # not enough text for the tokens asked for: found by the tokenizer only after the model load
+    (["calibrate", "--out", "{d}/r.safetensors", "--tokens", "1000000000"], "fewer than the 1000000000 asked for"),
+    (["eval", "--methods", "bf16,naive", "--context", "200", "--score-from", "100", "--sequences", "1000000"],
+     "are needed for 1000000 x 200"),
+    (["run", "--calib-tokens", "1000000000"], "fewer than the 1000000000 asked for"),
+    (["run", "--context", "100000000"], "are needed for 1 x 100000000"),
+    (["ablate", "--context", "100000000"], "fewer than the 100000000 asked for"),
     # ablate: a context of 3 failed in the harness after the model load and calibration
     (["ablate", "--context", "3"], "context 3 is too short"),
 ])

@@ -76,6 +76,23 @@ def _peek_config(model: str):
         raise InputError(f"cannot read the model config in {path}: {type(e).__name__}: {first}") from e
 
 
+def _peek_tokenizer(model: str):
+    """The model's tokenizer alone (the same files ``load_model`` reads; fast next to the weights), so the
+    texts are tokenized and their token counts checked before the weights load; the command keeps the ids."""
+    import warnings
+
+    from transformers import AutoTokenizer
+
+    path, _ = resolve_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except Exception as e:  # noqa: BLE001 (tokenizers, json, sentencepiece... each raise their own types)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            raise InputError(f"cannot load the tokenizer from {path}: {type(e).__name__}: {first}") from e
+
+
 def _check_group_size(config, group_size: int, methods=()) -> None:
     from ..rotation import config_fingerprint
 
@@ -103,13 +120,18 @@ def _load_rotations_file(path: str, what: str = "--rotations"):
     return RotationSet.load(path)
 
 
-def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
-    from ..calibrate import calibrate
+def _calibration_ids(model: str, data: str, tokens: int):
+    """The first ``tokens`` tokens of ``data`` (refused when it has fewer), before the model loads."""
     from ..data import load_text, token_ids
 
-    ids = token_ids(lm.tokenizer, load_text(data), tokens, what=f"calibration text {data!r}")
+    return token_ids(_peek_tokenizer(model), load_text(data), tokens, what=f"calibration text {data!r}")
+
+
+def _calibrate(lm, ids, data: str, seq_len: int = 1024, **kw):
+    from ..calibrate import calibrate
+
     t = time.time()
-    rs = calibrate(lm.model, ids, seq_len=min(seq_len, tokens), model_id=lm.model_id, **kw)
+    rs = calibrate(lm.model, ids, seq_len=min(seq_len, ids.numel()), model_id=lm.model_id, **kw)
     rs.meta["calib_data"] = data
     _log(f"calibrated on {ids.numel()} tokens of {data!r} in {time.time() - t:.1f} s")
     return rs
@@ -128,9 +150,10 @@ def cmd_calibrate(a) -> int:
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
     _check_group_size(_peek_config(a.model), a.group_size)
+    ids = _calibration_ids(a.model, a.data, a.tokens)
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
-    rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
+    rs = _calibrate(lm, ids, a.data, a.seq_len, composition=a.composition, group_size=a.group_size,
                     fit_clip=not a.no_fit_clip, per_head=a.per_head or (plus and PLUS_PER_HEAD),
                     levels=PLUS_LEVELS if plus and a.levels == "uniform" else a.levels,
                     center=getattr(a, "center", False) or plus,
@@ -210,6 +233,11 @@ def cmd_eval(a) -> int:
     _check_methods(config, methods, rot)
     _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
                      what="--lengths" if a.task == "passkey" else "--context")
+    if a.task == "ppl":  # enough text for --sequences x --context: refused now, not after the load
+        from ..eval.harness import windows
+
+        ids = token_ids(_peek_tokenizer(a.model), load_text(a.data), what=f"evaluation text {a.data!r}")
+        windows(ids, a.context, a.sequences)
     lm = _load(a.model)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
@@ -219,7 +247,6 @@ def cmd_eval(a) -> int:
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
-        ids = token_ids(lm.tokenizer, load_text(a.data), what=f"evaluation text {a.data!r}")
         res = _eval_table(lm, ids, methods, rot, a.context, a.sequences, a.score_from, peers, a.recent)
         res.update(sink=a.sink, recent=a.recent, data=a.data)
         print(format_table(res, f"{lm.model_id}, context {a.context}, sink {a.sink}, recent {a.recent}"))
@@ -268,6 +295,7 @@ def cmd_run(a) -> int:
     from ..calibrate import collect_stats, quality_warning
     from ..data import builtin_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
+    from ..eval.harness import windows
     from ..methods import PLUS_KEY_SCALE, parse_methods
 
     from ..models import QWEN_ALIASES
@@ -299,6 +327,11 @@ def cmd_run(a) -> int:
                 for k, f in files.items()}
         for r in rots.values():
             r.check_model(config)
+    tok = _peek_tokenizer(model_name)  # both texts tokenized (and long enough) before the load
+    ids = token_ids(tok, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
+    windows(ids, a.context, 1)
+    ids_cal = None if reuse else token_ids(tok, builtin_text("pydoc-calib"), a.calib_tokens,
+                                           what="calibration text 'pydoc-calib'")
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(a.out_dir) / stamp
@@ -322,7 +355,6 @@ def cmd_run(a) -> int:
                 rots[key] = match
         _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
     else:
-        ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
         t = time.time()
         stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
         _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
@@ -340,7 +372,6 @@ def cmd_run(a) -> int:
     # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
     # calibrated means that hadamard / int4 center with) from the oscar-plus file
     rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
-    ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
     # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
     # the last 0-15 tokens in BF16)
@@ -417,12 +448,13 @@ def cmd_ablate(a) -> int:
     Ablator.default_score_from(a.context)  # a context with nothing to score: refused before the load
     check_output_dir(a.out_dir, "--out-dir")
     _check_positions(_peek_config(a.model), a.context)
+    tok = _peek_tokenizer(a.model)  # the texts tokenized (and long enough) before the load
+    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
+    calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
+    ev = token_ids(tok, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm = _load(a.model)
-    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
-    calib = {s: token_ids(lm.tokenizer, builtin_text(s), what=s) for s in sources}
-    ev = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
     ab = Ablator(lm.model, ev, calib, context=a.context, calib_tokens=a.calib_tokens)
     results = {}
     for name in what:
