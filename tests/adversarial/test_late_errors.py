@@ -75,6 +75,7 @@ def files(tmp_path, ckpt):
     (["run", "--calib-tokens", "1000000000"], "fewer than the 1000000000 asked for"),
     (["run", "--context", "100000000"], "are needed for 1 x 100000000"),
     (["ablate", "--context", "100000000"], "fewer than the 100000000 asked for"),
+    (["eval", "--task", "passkey", "--methods", "bf16", "--lengths", "10"], "passkey length 10 is too short"),
     # ablate: a context of 3 failed in the harness after the model load and calibration
     (["ablate", "--context", "3"], "context 3 is too short"),
 ])
@@ -144,6 +145,7 @@ def test_passkey_uses_data_as_haystack(ckpt, tmp_path, monkeypatch):
 
     monkeypatch.setattr(passkey, "run_passkey", fake)
     monkeypatch.setattr(passkey, "format_passkey", lambda res: "")
-    (tmp_path / "hay.txt").write_text("needle-free text " * 100)
-    main(["eval", "--model", str(ckpt), "--task", "passkey", "--methods", "bf16", "--data", str(tmp_path / "hay.txt")])
+    (tmp_path / "hay.txt").write_text("needle-free text " * 2000)
+    assert main(["eval", "--model", str(ckpt), "--task", "passkey", "--methods", "bf16", "--lengths", "250",
+                 "--data", str(tmp_path / "hay.txt")]) == 0
     assert seen["haystack"].startswith("needle-free text")

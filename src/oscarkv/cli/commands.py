@@ -238,6 +238,10 @@ def cmd_eval(a) -> int:
 
         ids = token_ids(_peek_tokenizer(a.model), load_text(a.data), what=f"evaluation text {a.data!r}")
         windows(ids, a.context, a.sequences)
+    else:  # every prompt fits its length and the haystack: refused now, not after the load
+        from ..eval.passkey import make_prompts
+
+        make_prompts(_peek_tokenizer(a.model), load_text(a.data), a.lengths, tuple(a.depths), a.trials)
     lm = _load(a.model)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
