@@ -30,7 +30,7 @@ import inspect
 
 import torch
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
 
 
 def _cache_kwarg(model) -> str:
@@ -99,6 +99,24 @@ def _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sa
                              f"got {pad_token_id!r}")
 
 
+def _check_compile(device) -> None:
+    """``compile=True`` on CPU runs inductor's C++ backend: refused before the prefill when it finds no
+    compiler (before: an inductor traceback at the first decode step, after the prefill)."""
+    if torch.device(device).type != "cpu":
+        return
+    try:
+        from torch._inductor import cpp_builder
+
+        find = cpp_builder.get_cpp_compiler
+    except (ImportError, AttributeError):  # another torch: torch.compile reports it itself
+        return
+    try:
+        find()
+    except Exception as e:  # noqa: BLE001 (inductor's InvalidCxxCompiler and friends)
+        raise UnsupportedError(f"compile=True on CPU needs a C++ compiler for torch.compile's CPU backend "
+                               f"({type(e).__name__}); install g++ (or set CXX), or pass compile=False") from None
+
+
 def _use_graph(st, device: torch.device, use_graph: bool | None) -> bool:
     """Whether the decode step is captured: by default on CUDA unless the kernels are the torch reference."""
     use = (device.type == "cuda" and st.kernel_backend != "torch") if use_graph is None else use_graph
@@ -124,6 +142,8 @@ class GraphDecoder:
             raise StateError("GraphDecoder needs a paged OscarCache that holds a prefill: call "
                              "enable_oscar_attention(model, cache) and run the prompt through the model first")
         _check_enabled(model, cache, "GraphDecoder")
+        if compile:
+            _check_compile(st.device)
         self.model, self.cache, self.state = model, cache, st
         self.use_graph = _use_graph(st, st.device, use_graph)
         if st.graph_capacity is None:
@@ -246,6 +266,8 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     _check_enabled(model, cache, "generate")
     st = cache.paged
     use_graph = _use_graph(st, input_ids.device, use_graph)  # refused before the prefill
+    if compile:
+        _check_compile(input_ids.device)
     need = input_ids.shape[1] + max_new_tokens
     if st.max_tokens is not None and need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > st.max_tokens:
         raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={st.max_tokens}; "
