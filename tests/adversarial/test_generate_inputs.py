@@ -187,16 +187,17 @@ def test_triton_on_cpu_without_interpreter_refused_before_writing(model, config,
         disable_oscar_attention(model)
 
 
-def test_compile_without_a_cpp_compiler_refused_before_prefill(model, config, rotations, monkeypatch):
+def test_compile_without_a_cpp_compiler_refused_before_prefill(model, config, rotations):
     """Before: an inductor traceback at the first compiled decode step, after the prefill."""
     import torch._inductor.config as inductor_config
 
     from oscarkv.errors import UnsupportedError
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", ("no-such-cxx-compiler-oscarkv",))
     c = _enabled(model, config, rotations)
     try:
-        with pytest.raises(UnsupportedError, match="needs a C\\+\\+ compiler"):
+        # torch's own patch (monkeypatch would delete the config entry on undo)
+        with inductor_config.patch({"cpp.cxx": ("no-such-cxx-compiler-oscarkv",)}), \
+                pytest.raises(UnsupportedError, match="needs a C\\+\\+ compiler"):
             generate(model, c, IDS, max_new_tokens=3, use_graph=False, compile=True)
         assert _untouched(c)
     finally:
