@@ -107,3 +107,40 @@ def test_head_dim_message_lists_what_works():
     with pytest.raises(InputError) as e:
         hadamard(48)
     assert "32, 64, 128, 256" in str(e.value) and "(64, 128, 256" not in str(e.value)
+
+
+def test_plots_are_written_whole(tmp_path, monkeypatch):
+    """Before: ``savefig`` wrote straight into the target, so a failure (or SIGTERM) half way left a
+    truncated PNG in place of the previous one."""
+    from matplotlib.figure import Figure
+
+    from oscarkv.eval.report import plot_error_vs_bits
+
+    res = {"results": [{"method": "bf16", "bits_per_element": 16.0, "kl": 0.0},
+                       {"method": "naive", "bits_per_element": 2.5, "kl": 0.1}]}
+    p = plot_error_vs_bits([("w", res)], tmp_path / "p.png")
+    good = p.read_bytes()
+    assert good[:4] == b"\x89PNG"
+    real = Figure.savefig
+
+    def half(self, fname, *a, **k):
+        real(self, fname, *a, **k)
+        with open(fname, "r+b") as f:
+            f.truncate(100)
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", half)
+    with pytest.raises(RuntimeError, match="disk full"):
+        plot_error_vs_bits([("w", res)], tmp_path / "p.png")
+    assert p.read_bytes() == good and sorted(x.name for x in tmp_path.iterdir()) == ["p.png"]
+
+
+def test_ablation_summary_written_whole(tmp_path, monkeypatch):
+    import oscarkv.fileio as fileio
+    from oscarkv.eval.report import write_ablation_summary
+
+    calls = []
+    real = fileio.atomic_write
+    monkeypatch.setattr(fileio, "atomic_write", lambda path, write: calls.append(path) or real(path, write))
+    out = write_ablation_summary(tmp_path, "m", [])
+    assert calls == [out] and out.read_text().startswith("# Ablations")
