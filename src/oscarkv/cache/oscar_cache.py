@@ -231,15 +231,33 @@ class OscarCache(Cache):
                 "call oscarkv.integrations.transformers.track_padding(model) (or enable_oscar_attention) once, "
                 "or cache.set_padding(attention_mask) before the first forward"
             )
+        if layer_idx > 0 and getattr(self.layers[layer_idx - 1], "fresh", False):
+            self._plain_attention_on_rotated(layer_idx - 1)
         if self.paged is not None:
             return super().update(key_states, value_states, layer_idx, *args, **kwargs)
         layer = self.layers[layer_idx]
         snap = snapshot_layer(layer)
         try:
-            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+            out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         except BaseException:
             restore_layer(layer, snap)
             raise
+        self._last_update = (layer_idx, snap)
+        return out
+
+    def _plain_attention_on_rotated(self, idx: int) -> None:
+        """Layer ``idx`` returned rotated K/V (``enable_oscar_attention``) and the attention that followed did
+        not take them (the OSCAR attention function clears ``fresh``): a model that is not enabled with this
+        cache attended rotated keys with unrotated queries (before: silently wrong logits on the reference
+        backend). Refused at the next layer's update; on the reference backend layer ``idx`` is put back as it
+        was, so the cache is unchanged (the paged backend marks itself inconsistent, as for any broken forward)."""
+        last = getattr(self, "_last_update", None)
+        if self.paged is None and last is not None and last[0] == idx:
+            restore_layer(self.layers[idx], last[1])
+            self._last_update = None
+        raise StateError("this OscarCache returns rotated keys/values (enable_oscar_attention), but the model running "
+                         "this forward does not use the OSCAR attention: call enable_oscar_attention(model, cache) for "
+                         "the model you run, or disable_oscar_attention on the enabled one")
 
     def reset(self) -> None:
         super().reset()
