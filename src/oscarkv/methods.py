@@ -320,6 +320,8 @@ def _allowed_values() -> dict:
 
 def _check_fields(m: KVMethod) -> None:
     """Refuse a value outside a field's ``Literal`` type and windows / group sizes that are not counts."""
+    if not isinstance(m.name, str) or not m.name:  # the label of every table row and JSON key
+        raise InputError(f"KVMethod name must be a non-empty string, got {m.name!r}")
     for name, allowed in _allowed_values().items():
         value = getattr(m, name)
         if allowed is not None and (isinstance(value, bool) or value not in allowed):

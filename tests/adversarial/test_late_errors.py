@@ -105,6 +105,7 @@ def test_reuse_rotations_checked_against_the_model_before_loading(ckpt, tmp_path
     (lambda c: OscarCache(c, "naive", max_tokens=True), "max_tokens"),
     (lambda c: OscarCache(c, "naive", kernel_backend="bogus"), "kernel_backend"),
     (lambda c: make_method(None), "method name"),
+    (lambda c: __import__("oscarkv.methods", fromlist=["KVMethod"]).KVMethod(5), "name must be a non-empty string"),
     (lambda c: make_method("oscar+center+nocenter"), "contradict"),
     (lambda c: parse_methods("bf16,oscar,oscar"), "listed twice"),
     (lambda c: make_method("naive").at_bits(float("nan"), 4096, 64), "bits"),
