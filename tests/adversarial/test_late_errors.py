@@ -4,6 +4,7 @@ calibration ran or other methods were evaluated, and API values that were silent
 import math
 
 import pytest
+import torch
 
 from oscarkv.cache import OscarCache
 from oscarkv.cli import commands
@@ -150,3 +151,16 @@ def test_passkey_uses_data_as_haystack(ckpt, tmp_path, monkeypatch):
     assert main(["eval", "--model", str(ckpt), "--task", "passkey", "--methods", "bf16", "--lengths", "250",
                  "--data", str(tmp_path / "hay.txt")]) == 0
     assert seen["haystack"].startswith("needle-free text")
+
+
+@pytest.mark.parametrize("ids, match", [
+    (torch.arange(200) % 100 + 50, r"token id 149, outside the model's vocabulary \[0, 100\)"),  # was an IndexError in the pass
+    ((torch.arange(200) % 100).float() + 0.5, "integer token ids"),  # was silently truncated
+])
+def test_calibration_ids_checked_before_the_passes(ids, match):
+    from tinymodels import tiny_model
+
+    from oscarkv.calibrate import calibrate
+
+    with pytest.raises(InputError, match=match):
+        calibrate(tiny_model(), ids, seq_len=64, progress=False, sample_tokens=64)

@@ -31,6 +31,7 @@ import inspect
 import torch
 
 from ..errors import InputError, StateError, UnsupportedError
+from ..validation import check_token_ids
 
 
 def _cache_kwarg(model) -> str:
@@ -56,17 +57,13 @@ def _is_int(x) -> bool:
 
 
 def _check_token_ids(name: str, t, vocab: int) -> None:
-    """Token ids: a 2-D integer tensor with at least one token, every id in [0, vocab) (one host sync)."""
+    """Token ids: a 2-D tensor with at least one token (``validation.check_token_ids``: integers in [0, vocab))."""
     if not torch.is_tensor(t) or t.ndim != 2:
         raise InputError(f"{name} must be a [batch, tokens] tensor of token ids, got "
                          f"{tuple(t.shape) if torch.is_tensor(t) else type(t).__name__}")
-    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
-        raise InputError(f"{name} must hold integer token ids, got dtype {t.dtype}")
     if t.shape[0] < 1 or t.shape[1] < 1:
         raise InputError(f"{name} must hold at least one token per row, got shape {tuple(t.shape)}")
-    lo, hi = int(t.min()), int(t.max())
-    if lo < 0 or hi >= vocab:
-        raise InputError(f"{name} holds token id {lo if lo < 0 else hi}, outside the model's vocabulary [0, {vocab})")
+    check_token_ids(name, t, vocab)
 
 
 def _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,

@@ -45,6 +45,7 @@ from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance, attention_mass
 from ..rotation.centering import center as center_rows
 from ..errors import InputError
+from ..validation import check_token_ids
 
 LEVELS = ("uniform", "lloyd-max")
 
@@ -147,7 +148,11 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
         raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
     dims = attention_dims(model, power_of_two=True)
     d, L = dims.head_dim, dims.num_layers
+    if isinstance(input_ids, torch.Tensor):  # float ids would be truncated by make_batches
+        check_token_ids("calibration input_ids", input_ids, model.get_input_embeddings().num_embeddings)
     batches = make_batches(input_ids, seq_len, batch_size)
+    for b in batches:  # before the first pass: an id past the vocabulary fails (or asserts on CUDA) inside it
+        check_token_ids("calibration input_ids", b, model.get_input_embeddings().num_embeddings)
     n_tokens = sum(b.numel() for b in batches)
     if n_tokens < d:
         raise InputError(
