@@ -42,14 +42,15 @@ def resolve_rotations(rotations, config=None):
 
 
 # ---------------------------------------------------------------------------------------- token ids
-def check_token_ids(name: str, ids, vocab: int) -> None:
-    """An integer tensor of token ids, each in [0, vocab) (one host sync): an id past the vocabulary is an
-    IndexError deep in the embedding on CPU and a device-side assert on CUDA; float ids were truncated."""
+def check_token_ids(name: str, ids, vocab: int | None) -> None:
+    """An integer tensor of token ids, each in [0, vocab) (one host sync; ``vocab=None``: the dtype only, no
+    sync): an id past the vocabulary is an IndexError deep in the embedding on CPU and a device-side assert
+    on CUDA; float ids were truncated."""
     import torch
 
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise InputError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
-    if ids.numel():
+    if vocab is not None and ids.numel():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab:
             raise InputError(f"{name} holds token id {lo if lo < 0 else hi}, outside the model's vocabulary [0, {vocab})")

@@ -59,6 +59,17 @@ def test_generate_arguments_refused_before_prefill(model, config, rotations, kw,
         disable_oscar_attention(model)
 
 
+def test_numpy_and_tensor_eos_ids_accepted(model, config, rotations):
+    import numpy as np
+
+    for eos in (np.int64(2), torch.tensor([2, 3]), (2, np.int32(3))):
+        c = _enabled(model, config, rotations)
+        try:
+            assert generate(model, c, IDS, max_new_tokens=2, eos_token_id=eos, use_graph=False).shape[0] == 1
+        finally:
+            disable_oscar_attention(model)
+
+
 def test_top_k_zero_means_off_as_in_transformers(model, config, rotations):
     c = _enabled(model, config, rotations)
     try:

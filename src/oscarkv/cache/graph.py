@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import numbers
 
 import torch
 
@@ -53,7 +54,16 @@ def _check_enabled(model, cache, who: str) -> None:
 
 
 def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)  # numpy ints too
+
+
+def _eos_list(eos_token_id) -> list[int]:
+    """``eos_token_id`` (a token id, a list / tuple / tensor of them) as a list of Python ints, checked."""
+    ids = eos_token_id.tolist() if torch.is_tensor(eos_token_id) else eos_token_id
+    ids = [ids] if _is_int(ids) else ids
+    if not isinstance(ids, (list, tuple)) or not ids or not all(_is_int(i) for i in ids):
+        raise InputError(f"eos_token_id must be None, a token id or a non-empty list of token ids, got {eos_token_id!r}")
+    return [int(i) for i in ids]
 
 
 def _check_token_ids(name: str, t, vocab: int) -> None:
@@ -84,10 +94,7 @@ def _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sa
         if top_k is not None and (not _is_int(top_k) or top_k < 0):
             raise InputError(f"top_k must be None, 0 (off) or a positive integer, got {top_k!r}")
     if eos_token_id is not None:
-        ids = [eos_token_id] if _is_int(eos_token_id) else eos_token_id
-        if not isinstance(ids, (list, tuple)) or not ids or not all(_is_int(i) for i in ids):
-            raise InputError(f"eos_token_id must be None, a token id or a non-empty list of token ids, got {eos_token_id!r}")
-        bad = [i for i in ids if not 0 <= i < vocab]
+        bad = [i for i in _eos_list(eos_token_id) if not 0 <= i < vocab]
         if bad:
             raise InputError(f"eos_token_id {bad[0]} is outside the model's vocabulary [0, {vocab}): "
                              "generation would never stop on it")
@@ -183,8 +190,7 @@ class GraphDecoder:
         if not torch.is_tensor(tokens) or tokens.numel() != st.batch:
             got = tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__
             raise InputError(f"step takes one token per row: a tensor of {st.batch} token ids, got {got}")
-        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise InputError(f"step takes integer token ids, got dtype {tokens.dtype}")
+        check_token_ids("step's tokens", tokens, None)  # dtype only: a range check would sync every step
         self.ids.copy_(tokens.view(-1, 1))
         self.pos.copy_(torch.tensor(st.row_lengths(), dtype=torch.long).view(-1, 1), non_blocking=True)
         st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
@@ -277,8 +283,7 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=1, **kw).logits[:, -1]
     dec = GraphDecoder(model, cache, use_graph=use_graph, compile=compile)
     toks, all_logits = [], []
-    eos = None if eos_token_id is None else torch.tensor(
-        [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=input_ids.device)
+    eos = None if eos_token_id is None else torch.tensor(_eos_list(eos_token_id), device=input_ids.device)
     done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     for i in range(max_new_tokens):
         if return_logits:
