@@ -90,6 +90,11 @@ class OscarCache(Cache):
 
         if kernel_backend not in KERNEL_BACKENDS:  # before: refused by the first write_kv, inside a forward
             raise InputError(f"kernel_backend must be one of {KERNEL_BACKENDS}, got {kernel_backend!r}")
+        if backend == "reference":  # settings of the paged pools, silently ignored before
+            for name, v, off in (("max_tokens", max_tokens, None), ("kernel_backend", kernel_backend, "auto")):
+                if v != off:
+                    raise InputError(f"{name}={v!r} sets the paged backend, but backend='reference' was asked for; "
+                                     f"drop {name} or use backend='paged' / 'auto'")
         # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels, page 16) come
         # from make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too
         # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.
