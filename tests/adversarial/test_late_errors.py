@@ -106,6 +106,8 @@ def test_reuse_rotations_checked_against_the_model_before_loading(ckpt, tmp_path
     (lambda c: OscarCache(c, "naive", max_tokens=True), "max_tokens"),
     (lambda c: OscarCache(c, "naive", kernel_backend="bogus"), "kernel_backend"),
     (lambda c: OscarCache(c, "naive", backend="reference", max_tokens=4096), "max_tokens=4096 sets the paged backend"),
+    # an explicit page with an explicit paged backend was silently replaced by the kernels' page of 16
+    (lambda c: OscarCache(c, "naive", backend="paged", sink=16, recent=16, group_size=32, page=4), "page=4: the paged"),
     (lambda c: OscarCache(c, "naive", backend="reference", kernel_backend="cuda"), "kernel_backend='cuda' sets the paged"),
     (lambda c: make_method(None), "method name"),
     (lambda c: __import__("oscarkv.methods", fromlist=["KVMethod"]).KVMethod(5), "name must be a non-empty string"),

@@ -124,6 +124,9 @@ class OscarCache(Cache):
         self.paged: PagedState | None = None
         if backend == "paged":
             self.use_paged()
+            if page is not None and page != self.method.page:  # asked for explicitly: not silently replaced
+                raise InputError(f"page={page}: the paged backend demotes in pages of {self.method.page} tokens "
+                                 "(the kernels' block); drop page= or use backend='reference'")
         # Left padding of the batch, from an attention mask: None = not known yet. A batch of more than
         # one row is refused while it is unknown (a padded row would silently see other tokens).
         self._padding_known = False
