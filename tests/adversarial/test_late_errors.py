@@ -168,3 +168,21 @@ def test_calibration_ids_checked_before_the_passes(ids, match):
 
     with pytest.raises(InputError, match=match):
         calibrate(tiny_model(), ids, seq_len=64, progress=False, sample_tokens=64)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(sequences=0), "sequences must be an integer >= 1"),  # was a ZeroDivisionError at the end
+    (dict(context=100.5), "context must be an integer"),
+    (dict(ids=torch.arange(1000).view(10, 100) % 100), "1-D tensor"),
+    (dict(ids=torch.arange(1000) % 100 + 100), "outside the model's vocabulary"),  # was an IndexError in the model
+])
+def test_evaluate_arguments(kw, match):
+    from tinymodels import tiny_model
+
+    from oscarkv.eval.harness import evaluate
+
+    args = dict(ids=torch.arange(1000) % 100, context=100, sequences=1)
+    args.update(kw)
+    with pytest.raises(InputError, match=match):
+        evaluate(tiny_model(), args.pop("ids"), [make_method("bf16"), make_method("naive", sink=4, recent=4)],
+                 score_from=10, progress=False, **args)
