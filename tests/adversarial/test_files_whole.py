@@ -144,3 +144,28 @@ def test_ablation_summary_written_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(fileio, "atomic_write", lambda path, write: calls.append(path) or real(path, write))
     out = write_ablation_summary(tmp_path, "m", [])
     assert calls == [out] and out.read_text().startswith("# Ablations")
+
+
+
+def test_outputs_never_replace_inputs(tmp_path, capsys, monkeypatch):
+    """Before: ``oscar-kv inspect ROT --json ROT`` replaced the rotation file by the JSON report (and
+    ``eval --json`` / ``calibrate --out`` could likewise replace ``--rotations`` / ``--data``)."""
+    from oscarkv.cli import commands
+    from oscarkv.cli.main import main
+
+    monkeypatch.setattr(commands, "_load", lambda *a: (_ for _ in ()).throw(AssertionError("loaded")))
+    rot = good_rotations().save(tmp_path / "rot.safetensors")
+    before = rot.read_bytes()
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(rot)
+    (tmp_path / "text.txt").write_text("some text " * 100)
+    for argv, match in [
+        (["inspect", str(rot), "--json", str(rot)], "--json"),
+        (["inspect", str(rot), "--json", str(link)], "--json"),  # the same file through a symlink
+        (["eval", "--methods", "bf16,oscar", "--rotations", str(rot), "--json", str(rot)], "is also --rotations"),
+        (["eval", "--methods", "bf16", "--json", str(tmp_path / "a.png"), "--plot", str(tmp_path / "a.png")], "is also --json"),
+        (["calibrate", "--out", str(tmp_path / "t.safetensors"), "--data", str(tmp_path / "t.safetensors")], "is also --data"),
+    ]:
+        assert main(argv) == 2
+        assert match in capsys.readouterr().err
+    assert rot.read_bytes() == before

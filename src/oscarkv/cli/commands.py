@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from ..errors import InputError, NotFoundError
-from ..fileio import check_input_file, check_output_dir, check_output_path
+from ..fileio import check_distinct_paths, check_input_file, check_output_dir, check_output_path
 from ..models import resolve_model_path as resolve_model
 
 
@@ -146,6 +146,7 @@ def cmd_calibrate(a) -> int:
     if out.suffix != ".safetensors":
         raise InputError(f"--out {out} should end in .safetensors (the rotation file format)")
     check_output_path(out, "--out")
+    check_distinct_paths({"--out": out}, {"--data": a.data})
     _check_data(a.data)
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
@@ -215,6 +216,9 @@ def cmd_eval(a) -> int:
         check_output_path(a.json_out, "--json")
     if a.plot:
         check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
+    check_distinct_paths({"--json": a.json_out, "--plot": a.plot},
+                         {"--rotations": a.rotations, "--plus-rotations": getattr(a, "plus_rotations", None),
+                          "--data": a.data})
     if a.task == "passkey":  # the passkey table has no error-vs-bits plot and no peer rows: refused, not ignored
         for flag, given in (("--plot", a.plot), ("--peers", peers)):
             if given:
@@ -426,6 +430,7 @@ def cmd_inspect(a) -> int:
         check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
     if a.json_out:
         check_output_path(a.json_out, "--json")
+    check_distinct_paths({"--json": a.json_out, "--plot": a.plot}, {"the rotation file": a.rotations})
     check_input_file(a.rotations, "rotation file", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
     rs = RotationSet.load(a.rotations)  # validated: shapes and counts consistent, finite, orthogonal
     info = inspect_rotations(rs)
