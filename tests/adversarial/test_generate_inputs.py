@@ -213,3 +213,13 @@ def test_compile_without_a_cpp_compiler_refused_before_prefill(model, config, ro
         assert _untouched(c)
     finally:
         disable_oscar_attention(model)
+
+
+def test_generate_twice_names_the_fix(model, config, rotations):
+    c = _enabled(model, config, rotations)
+    try:
+        generate(model, c, IDS, max_new_tokens=2, use_graph=False)
+        with pytest.raises(StateError, match="holds 21 tokens: create a new OscarCache"):
+            generate(model, c, IDS, max_new_tokens=2, use_graph=False)
+    finally:
+        disable_oscar_attention(model)

@@ -262,7 +262,8 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,
                          eos_token_id, pad_token_id)
     if cache.get_seq_length() != 0:
-        raise StateError("generate needs an empty cache")
+        raise StateError(f"generate needs an empty cache, this one holds {cache.get_seq_length()} tokens: "
+                         "create a new OscarCache (and enable_oscar_attention with it) for each generate call")
     if cache.paged is None:
         raise StateError("generate runs the paged backend: create OscarCache(..., backend='paged') or enable "
                          "oscar attention on a CUDA model first")
