@@ -76,6 +76,7 @@ def files(tmp_path, ckpt):
     (["run", "--calib-tokens", "1000000000"], "fewer than the 1000000000 asked for"),
     (["run", "--context", "100000000"], "are needed for 1 x 100000000"),
     (["ablate", "--context", "100000000"], "fewer than the 100000000 asked for"),
+    (["ablate", "--calib-tokens", "1000000000"], "1000000000 asked for"),  # was raised in the first ablation
     (["eval", "--task", "passkey", "--methods", "bf16", "--lengths", "10"], "passkey length 10 is too short"),
     # ablate: a context of 3 failed in the harness after the model load and calibration
     (["ablate", "--context", "3"], "context 3 is too short"),

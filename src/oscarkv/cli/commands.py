@@ -461,6 +461,7 @@ def cmd_ablate(a) -> int:
     sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
     calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
     ev = token_ids(tok, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
+    Ablator.check_calib(calib, a.calib_tokens)
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm = _load(a.model)

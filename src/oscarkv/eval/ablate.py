@@ -72,6 +72,15 @@ class Ablator:
                              f"context // 4 .. context - 2); use a context of 4 tokens or more (e.g. 2048)")
         return sf
 
+    @staticmethod
+    def check_calib(calib: dict, tokens: int) -> None:
+        """Every calibration text holds ``tokens`` tokens (the CLI checks this before the model loads;
+        ``stats`` again, when a text is first used)."""
+        for source, ids in calib.items():
+            if ids.numel() < tokens:
+                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for; "
+                                 "ask for fewer (--calib-tokens)")
+
     # ------------------------------------------------------------ calibration
     def stats(self, source: str = "pydoc-calib", tokens: int | None = None):
         """Calibration statistics (one streaming pass), memoized: every rotation variant is built from them."""
@@ -81,8 +90,7 @@ class Ablator:
         key = ("stats", source, tokens)
         if key not in self._rots:
             ids = self.calib[source]
-            if ids.numel() < tokens:
-                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
+            self.check_calib({source: ids}, tokens)
             t = time.time()
             self._rots[key] = collect_stats(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens),
                                             progress=self.progress)
