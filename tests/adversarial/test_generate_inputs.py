@@ -223,3 +223,14 @@ def test_generate_twice_names_the_fix(model, config, rotations):
             generate(model, c, IDS, max_new_tokens=2, use_graph=False)
     finally:
         disable_oscar_attention(model)
+
+
+def test_generate_past_the_default_capacity_refused_before_prefill(model, config, rotations):
+    """Before: without max_tokens the pools hold prompt + 4096 tokens, and generate found out at step 4097."""
+    c = _enabled(model, config, rotations)
+    try:
+        with pytest.raises(StateError, match=r"max_tokens=4116 \(the default: prompt \+ 4096\)"):
+            generate(model, c, IDS, max_new_tokens=5000, use_graph=False)
+        assert _untouched(c)
+    finally:
+        disable_oscar_attention(model)

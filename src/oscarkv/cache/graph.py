@@ -273,8 +273,10 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     if compile:
         _check_compile(input_ids.device)
     need = input_ids.shape[1] + max_new_tokens
-    if st.max_tokens is not None and need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > st.max_tokens:
-        raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={st.max_tokens}; "
+    cap = st.capacity_for(input_ids.shape[1])  # max_tokens, or the default the pools will get
+    if need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > cap:
+        raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={cap}"
+                         f"{'' if st.max_tokens is not None else ' (the default: prompt + 4096)'}; "
                          "create the OscarCache with a larger max_tokens")
     cache.set_padding(attention_mask)
     pos = None
