@@ -62,7 +62,8 @@ def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_
     """Shapes of a cache update, from Python ints only (no device sync on the decode path). ``batch``: the
     rows the layer already holds (None while it is empty)."""
     if not 0 <= layer_idx < num_layers:
-        raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers")
+        raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers; build the cache "
+                         "from this model's config (OscarCache(model.config, ...)) and use a new one")
     if batch is not None and k.shape[0] != batch:
         raise InputError(f"the cache holds a batch of {batch} rows, this forward has {k.shape[0]}; "
                          "use a new OscarCache for another batch")
