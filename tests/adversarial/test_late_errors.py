@@ -77,6 +77,10 @@ def files(tmp_path, ckpt):
     (["run", "--context", "100000000"], "are needed for 1 x 100000000"),
     (["ablate", "--context", "100000000"], "fewer than the 100000000 asked for"),
     (["ablate", "--calib-tokens", "1000000000"], "1000000000 asked for"),  # was raised in the first ablation
+    # fewer calibration tokens than head_dim: refused by the calibration, after the model load
+    (["calibrate", "--out", "{d}/r.safetensors", "--tokens", "16"], "fewer than head_dim=32"),
+    (["run", "--calib-tokens", "16"], "fewer than head_dim=32"),
+    (["ablate", "--calib-tokens", "16"], "fewer than head_dim=32"),
     (["eval", "--task", "passkey", "--methods", "bf16", "--lengths", "10"], "passkey length 10 is too short"),
     # ablate: a context of 3 failed in the harness after the model load and calibration
     (["ablate", "--context", "3"], "context 3 is too short"),

@@ -93,6 +93,14 @@ def _peek_tokenizer(model: str):
             raise InputError(f"cannot load the tokenizer from {path}: {type(e).__name__}: {first}") from e
 
 
+def _check_calib_tokens(config, tokens: int) -> None:
+    """Enough calibration tokens for this model's head_dim (``calibrate.check_calibration_tokens``)."""
+    from ..calibrate.core import check_calibration_tokens
+    from ..dims import attention_dims
+
+    check_calibration_tokens(tokens, attention_dims(config).head_dim)
+
+
 def _check_group_size(config, group_size: int, methods=()) -> None:
     from ..rotation import config_fingerprint
 
@@ -150,7 +158,9 @@ def cmd_calibrate(a) -> int:
     _check_data(a.data)
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
-    _check_group_size(_peek_config(a.model), a.group_size)
+    config = _peek_config(a.model)
+    _check_group_size(config, a.group_size)
+    _check_calib_tokens(config, a.tokens)
     ids = _calibration_ids(a.model, a.data, a.tokens)
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
@@ -318,6 +328,8 @@ def cmd_run(a) -> int:
     check_output_dir(a.out_dir, "--out-dir")
     config = _peek_config(model_name)
     _check_positions(config, a.context)
+    if not getattr(a, "reuse_rotations", None):
+        _check_calib_tokens(config, a.calib_tokens)
     alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
     if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
@@ -456,7 +468,9 @@ def cmd_ablate(a) -> int:
         raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
     Ablator.default_score_from(a.context)  # a context with nothing to score: refused before the load
     check_output_dir(a.out_dir, "--out-dir")
-    _check_positions(_peek_config(a.model), a.context)
+    config = _peek_config(a.model)
+    _check_positions(config, a.context)
+    _check_calib_tokens(config, a.calib_tokens)
     tok = _peek_tokenizer(a.model)  # the texts tokenized (and long enough) before the load
     sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
     calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
