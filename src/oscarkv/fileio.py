@@ -4,6 +4,7 @@
   can be created where the user asked: not a directory, its folder creatable, and a probe file can
   really be created there (``os.access`` says yes to root even on /proc).
 * ``check_input_file`` refuses a missing path or a directory with one line.
+* ``check_distinct_paths`` refuses an output that is one of the command's inputs or another output.
 * ``atomic_write`` writes to a temporary name in the destination folder and renames it over the
   destination, so a crash, Ctrl-C or SIGTERM never leaves a half-written file in place of a good one,
   and never leaves the temporary file behind. The result honours the umask (``mkstemp`` alone would
@@ -59,6 +60,28 @@ def _probe_writable(base: Path, p: Path, what: str) -> None:
         os.unlink(probe)
     except OSError as e:
         raise InputError(f"{what} {p} cannot be written ({e.strerror or e} in {base}); choose another location") from None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)  # hard links and symlinks too
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def check_distinct_paths(outputs: dict, inputs: dict | None = None) -> None:
+    """Refuse an output that is one of the command's inputs (``{flag: path}``, None = not given) or another
+    output: the atomic write would replace the input (e.g. ``inspect ROT --json ROT`` lost the rotation
+    file) or the second output the first."""
+    outs = [(k, Path(v)) for k, v in outputs.items() if v]
+    ins = [(k, Path(v)) for k, v in (inputs or {}).items() if v]
+    for i, (name, p) in enumerate(outs):
+        for other, q in ins + outs[:i]:
+            if _same(p, q):
+                raise InputError(f"{name} {p} is also {other}: writing it would {'replace' if (other, q) in ins else 'overwrite'} "
+                                 f"that file; choose another name")
 
 
 def check_output_dir(path, what: str = "output folder") -> Path:

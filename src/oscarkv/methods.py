@@ -141,6 +141,8 @@ class KVMethod:
         """This method with the largest BF16 window (``sink`` tokens, the rest recent; page 1) whose bits per
         element at ``context`` stay <= ``bits``: how a pure-INT2 table compares a token-wise method with
         KIVI at KIVI's real bits (KIVI's incomplete key block stays in full precision and is counted)."""
+        if isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0 < bits < float("inf"):
+            raise InputError(f"at_bits: bits must be a finite number > 0 (bits per K/V element), got {bits!r}")
         base = self.with_windows(0, 0, 1)
         if base.bits_per_element(context, head_dim) > bits:
             raise InputError(f"{self.name} needs {base.bits_per_element(context, head_dim):.3f} bits per element "
@@ -168,6 +170,9 @@ class KVMethod:
         return float(self.quantized_tokens(context))
 
     def bits_per_element(self, context: int, head_dim: int) -> float:
+        for name, v in (("context", context), ("head_dim", head_dim)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
         if not self.quantized:
             return 16.0
         int_bits = int_region_bits(self.bits, self.group_size, self.scale_bits(), head_dim)
@@ -315,6 +320,8 @@ def _allowed_values() -> dict:
 
 def _check_fields(m: KVMethod) -> None:
     """Refuse a value outside a field's ``Literal`` type and windows / group sizes that are not counts."""
+    if not isinstance(m.name, str) or not m.name:  # the label of every table row and JSON key
+        raise InputError(f"KVMethod name must be a non-empty string, got {m.name!r}")
     for name, allowed in _allowed_values().items():
         value = getattr(m, name)
         if allowed is not None and (isinstance(value, bool) or value not in allowed):
@@ -386,12 +393,17 @@ def make_method(
         raise InputError(f"center must be one of {CENTER_MODES}, got {center!r}")
     if levels is not None and levels not in LEVEL_MODES:  # refused even where a method does not use it
         raise InputError(f"levels={levels!r} is not one of {', '.join(map(repr, LEVEL_MODES))}")
+    if not isinstance(name, str):
+        raise InputError(f"a method name must be a string, one of {', '.join(METHOD_NAMES)}; got {name!r}")
     label, over = name, {}
     while True:  # strip the label suffixes, outermost first
         suffix = next((x for x in _SUFFIXES if name.endswith(x)), None)
         if suffix is None:
             break
         field, value = _SUFFIXES[suffix]
+        if over.get(field, value) != value:  # e.g. oscar+center+nocenter: the last one silently won
+            raise InputError(f"method {label!r}: the suffixes {suffix} and +{'no' if value == 'on' else ''}"
+                             f"{field.replace('_', '')} contradict each other; keep one")
         over.setdefault(field, value)
         name = name[: -len(suffix)]
     if name not in METHODS:
@@ -414,4 +426,7 @@ def parse_methods(spec: str, **kw) -> list[KVMethod]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
         raise InputError("no methods given; e.g. --methods bf16,naive,hadamard,kivi,int4,oscar")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # evaluated twice, one result overwriting the other
+        raise InputError(f"method {twice!r} is listed twice in {spec!r}")
     return [make_method(n, **kw) for n in names]

@@ -41,11 +41,32 @@ def resolve_rotations(rotations, config=None):
     )
 
 
+# ---------------------------------------------------------------------------------------- token ids
+def check_token_ids(name: str, ids, vocab: int | None) -> None:
+    """An integer tensor of token ids, each in [0, vocab) (one host sync; ``vocab=None``: the dtype only, no
+    sync): an id past the vocabulary is an IndexError deep in the embedding on CPU and a device-side assert
+    on CUDA; float ids were truncated."""
+    import torch
+
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise InputError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    if vocab is not None and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= vocab:
+            raise InputError(f"{name} holds token id {lo if lo < 0 else hi}, outside the model's vocabulary [0, {vocab})")
+
+
 # -------------------------------------------------------------------------------- all-or-nothing update
-def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_dim: int) -> None:
-    """Shapes of a cache update, from Python ints only (no device sync on the decode path)."""
+def check_update_args(k, v, layer_idx, num_layers: int, num_kv_heads: int, head_dim: int,
+                      batch: int | None = None) -> None:
+    """Shapes of a cache update, from Python ints only (no device sync on the decode path). ``batch``: the
+    rows the layer already holds (None while it is empty)."""
     if not 0 <= layer_idx < num_layers:
-        raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers")
+        raise InputError(f"layer_idx {layer_idx} is out of range: the cache has {num_layers} layers; build the cache "
+                         "from this model's config (OscarCache(model.config, ...)) and use a new one")
+    if batch is not None and k.shape[0] != batch:
+        raise InputError(f"the cache holds a batch of {batch} rows, this forward has {k.shape[0]}; "
+                         "use a new OscarCache for another batch")
     want = (num_kv_heads, head_dim)
     for name, t in (("key_states", k), ("value_states", v)):
         if t.ndim != 4 or (t.shape[1], t.shape[3]) != want:

@@ -105,3 +105,50 @@ def test_update_shapes_checked(k_shape, v_shape, layer, match):
 def test_api_values_refused(make, match):
     with pytest.raises(InputError, match=match):
         make()
+
+
+@pytest.mark.parametrize("backend", ["reference", "paged"])
+def test_another_batch_on_a_filled_cache_refused(model, config, rotations, backend):
+    """Before: a forward with another batch size on a non-empty cache was a torch.cat traceback from the
+    layers (reference) or an IndexError from the paged decode, which also left the paged cache broken."""
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    c = OscarCache(config, "oscar", rotations=rotations, backend=backend, sink=16, recent=16, group_size=32)
+    enable_oscar_attention(model, c)
+    try:
+        ids = torch.randint(1, 100, (1, 20))
+        with torch.no_grad():
+            model(ids, cache=c, use_cache=True)
+            with pytest.raises(InputError, match="holds a batch of 1 rows"):
+                model(torch.ones(2, 1, dtype=torch.long), cache=c, use_cache=True)
+            assert c.get_seq_length() == 20
+            assert model(ids[:, :1], cache=c, use_cache=True).logits.shape == (1, 1, 100)  # still usable
+    finally:
+        disable_oscar_attention(model)
+
+
+@pytest.mark.parametrize("backend", ["reference", "paged"])
+def test_enabled_cache_used_by_another_model_refused(config, rotations, backend):
+    """Before: ``enable_oscar_attention(model_a, cache)`` then ``model_b.generate(..., cache=cache)`` ran
+    model_b's plain attention on the rotated keys: silently wrong logits on the reference backend (max
+    difference 1.03 on the tiny model), an error only at the second forward on the paged one."""
+    from tinymodels import tiny_model
+
+    from oscarkv.errors import StateError
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    a, b = tiny_model(), tiny_model()
+    ids = torch.randint(1, 100, (1, 40), generator=torch.Generator().manual_seed(1))
+    c = OscarCache(config, "oscar", rotations=rotations, backend=backend, sink=16, recent=16, group_size=32)
+    enable_oscar_attention(a, c)
+    try:
+        with pytest.raises(StateError, match="does not use the OSCAR attention"):
+            b.generate(ids, cache=c, max_new_tokens=3, do_sample=False, pad_token_id=0)
+        if backend == "reference":  # put back as it was: still usable by the enabled model
+            assert c.get_seq_length() == 0 and all(layer.get_seq_length() == 0 for layer in c.layers)
+            got = a.generate(ids, cache=c, max_new_tokens=3, do_sample=False, pad_token_id=0)
+            fresh = OscarCache(config, "oscar", rotations=rotations, sink=16, recent=16, group_size=32)
+            enable_oscar_attention(a, fresh)
+            assert torch.equal(got, a.generate(ids, cache=fresh, max_new_tokens=3, do_sample=False, pad_token_id=0))
+    finally:
+        disable_oscar_attention(a)

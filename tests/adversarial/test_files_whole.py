@@ -107,3 +107,65 @@ def test_head_dim_message_lists_what_works():
     with pytest.raises(InputError) as e:
         hadamard(48)
     assert "32, 64, 128, 256" in str(e.value) and "(64, 128, 256" not in str(e.value)
+
+
+def test_plots_are_written_whole(tmp_path, monkeypatch):
+    """Before: ``savefig`` wrote straight into the target, so a failure (or SIGTERM) half way left a
+    truncated PNG in place of the previous one."""
+    from matplotlib.figure import Figure
+
+    from oscarkv.eval.report import plot_error_vs_bits
+
+    res = {"results": [{"method": "bf16", "bits_per_element": 16.0, "kl": 0.0},
+                       {"method": "naive", "bits_per_element": 2.5, "kl": 0.1}]}
+    p = plot_error_vs_bits([("w", res)], tmp_path / "p.png")
+    good = p.read_bytes()
+    assert good[:4] == b"\x89PNG"
+    real = Figure.savefig
+
+    def half(self, fname, *a, **k):
+        real(self, fname, *a, **k)
+        with open(fname, "r+b") as f:
+            f.truncate(100)
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", half)
+    with pytest.raises(RuntimeError, match="disk full"):
+        plot_error_vs_bits([("w", res)], tmp_path / "p.png")
+    assert p.read_bytes() == good and sorted(x.name for x in tmp_path.iterdir()) == ["p.png"]
+
+
+def test_ablation_summary_written_whole(tmp_path, monkeypatch):
+    import oscarkv.fileio as fileio
+    from oscarkv.eval.report import write_ablation_summary
+
+    calls = []
+    real = fileio.atomic_write
+    monkeypatch.setattr(fileio, "atomic_write", lambda path, write: calls.append(path) or real(path, write))
+    out = write_ablation_summary(tmp_path, "m", [])
+    assert calls == [out] and out.read_text().startswith("# Ablations")
+
+
+
+def test_outputs_never_replace_inputs(tmp_path, capsys, monkeypatch):
+    """Before: ``oscar-kv inspect ROT --json ROT`` replaced the rotation file by the JSON report (and
+    ``eval --json`` / ``calibrate --out`` could likewise replace ``--rotations`` / ``--data``)."""
+    from oscarkv.cli import commands
+    from oscarkv.cli.main import main
+
+    monkeypatch.setattr(commands, "_load", lambda *a: (_ for _ in ()).throw(AssertionError("loaded")))
+    rot = good_rotations().save(tmp_path / "rot.safetensors")
+    before = rot.read_bytes()
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(rot)
+    (tmp_path / "text.txt").write_text("some text " * 100)
+    for argv, match in [
+        (["inspect", str(rot), "--json", str(rot)], "--json"),
+        (["inspect", str(rot), "--json", str(link)], "--json"),  # the same file through a symlink
+        (["eval", "--methods", "bf16,oscar", "--rotations", str(rot), "--json", str(rot)], "is also --rotations"),
+        (["eval", "--methods", "bf16", "--json", str(tmp_path / "a.png"), "--plot", str(tmp_path / "a.png")], "is also --json"),
+        (["calibrate", "--out", str(tmp_path / "t.safetensors"), "--data", str(tmp_path / "t.safetensors")], "is also --data"),
+    ]:
+        assert main(argv) == 2
+        assert match in capsys.readouterr().err
+    assert rot.read_bytes() == before

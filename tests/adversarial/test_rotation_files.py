@@ -185,9 +185,9 @@ def test_format2_rules_when_fields_exist():
 
     rs = good_rotations()
     assert problems(_with(rs, k_mean=torch.zeros(2, 2, 32), v_mean=torch.zeros(2, 1, 32))) == []
-    bad = _with(good_rotations(), k_mean=torch.full((2, 2, 32), float("nan")))
+    bad = _with(good_rotations(), k_mean=torch.full((2, 2, 32), float("nan")), v_mean=torch.zeros(2, 2, 32))
     assert any("k_mean (layer 0) contains NaN" in p for p in problems(bad))
-    bad = _with(good_rotations(), v_mean=torch.zeros(3, 2, 32))
+    bad = _with(good_rotations(), k_mean=torch.zeros(2, 2, 32), v_mean=torch.zeros(3, 2, 32))
     assert any("v_mean has shape (3, 2, 32), expected (2, *, 32)" in p for p in problems(bad))
     # a non-orthogonal key transform M = S.R is fine when queries carry Q = S^-1.R (Q M^T = I)
     rs = good_rotations()
@@ -200,3 +200,14 @@ def test_format2_rules_when_fields_exist():
     assert any("does not invert k_rotation" in p for p in problems(wrong))
     alone = _with(good_rotations(), k_rotation=m)
     assert any("k_rotation (layer 0, rotation 0) is not orthogonal" in p for p in problems(alone))
+
+
+@pytest.mark.parametrize("drop", ["v_clip", "k_clip", "v_levels", "k_levels", "v_mean"])
+def test_k_and_v_halves_come_together(tmp_path, drop):
+    """Before: a file with k_clip but no v_clip loaded, and the cache silently clipped K only (V got no
+    clip, not even the paper's default); likewise levels (V uniform) and means (K centered, V not)."""
+    rs = good_rotations(levels=True)
+    rs.k_mean, rs.v_mean = torch.zeros(2, 1, 32), torch.zeros(2, 1, 32)
+    setattr(rs, drop, None)
+    with pytest.raises(RotationFileError, match=f"{drop} is missing while {'k' if drop[0] == 'v' else 'v'}{drop[1:]} is present"):
+        _save_and_load(rs, tmp_path)

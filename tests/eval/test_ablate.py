@@ -108,6 +108,7 @@ def test_run_ablations_cli_plumbing(ab, tmp_path, monkeypatch):
     monkeypatch.setattr(models, "load_model", lambda name: SimpleNamespace(model=ab.model, tokenizer=Tok(), model_id="tiny"))
     monkeypatch.setattr(data, "builtin_text", lambda name: name)
     monkeypatch.setattr(commands, "_peek_config", lambda name: ab.model.config)  # "tiny" is no folder
+    monkeypatch.setattr(commands, "_peek_tokenizer", lambda name: Tok())
     args = SimpleNamespace(model="tiny", what="clipping,levels", context=96, calib_tokens=128, out_dir=str(tmp_path))
     cmd_ablate(args)
     res = json.loads((tmp_path / "clipping.json").read_text())

@@ -27,15 +27,98 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import numbers
 
 import torch
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
+from ..validation import check_token_ids
 
 
 def _cache_kwarg(model) -> str:
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
+
+
+def _check_enabled(model, cache, who: str) -> None:
+    """``model`` runs the OSCAR attention with this very ``cache`` (else its forwards would attend the
+    cache's rotated K/V with the plain attention, or fail in another cache's layers)."""
+    from ..integrations.transformers import enabled_cache
+
+    got = enabled_cache(model)
+    if got is None:
+        raise StateError(f"{who} needs enable_oscar_attention(model, cache) first")
+    if got is not cache:
+        raise StateError(f"{who}: the model is enabled with another OscarCache; call "
+                         "enable_oscar_attention(model, cache) with this cache first")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)  # numpy ints too
+
+
+def _eos_list(eos_token_id) -> list[int]:
+    """``eos_token_id`` (a token id, a list / tuple / tensor of them) as a list of Python ints, checked."""
+    ids = eos_token_id.tolist() if torch.is_tensor(eos_token_id) else eos_token_id
+    ids = [ids] if _is_int(ids) else ids
+    if not isinstance(ids, (list, tuple)) or not ids or not all(_is_int(i) for i in ids):
+        raise InputError(f"eos_token_id must be None, a token id or a non-empty list of token ids, got {eos_token_id!r}")
+    return [int(i) for i in ids]
+
+
+def _check_token_ids(name: str, t, vocab: int) -> None:
+    """Token ids: a 2-D tensor with at least one token (``validation.check_token_ids``: integers in [0, vocab))."""
+    if not torch.is_tensor(t) or t.ndim != 2:
+        raise InputError(f"{name} must be a [batch, tokens] tensor of token ids, got "
+                         f"{tuple(t.shape) if torch.is_tensor(t) else type(t).__name__}")
+    if t.shape[0] < 1 or t.shape[1] < 1:
+        raise InputError(f"{name} must hold at least one token per row, got shape {tuple(t.shape)}")
+    check_token_ids(name, t, vocab)
+
+
+def _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,
+                         eos_token_id, pad_token_id) -> None:
+    """Everything ``generate`` takes from its caller, checked before the prefill (issue 11)."""
+    vocab = model.get_input_embeddings().num_embeddings
+    _check_token_ids("input_ids", input_ids, vocab)
+    if attention_mask is not None and (not torch.is_tensor(attention_mask) or attention_mask.shape != input_ids.shape):
+        got = tuple(attention_mask.shape) if torch.is_tensor(attention_mask) else type(attention_mask).__name__
+        raise InputError(f"attention_mask must have input_ids' shape {tuple(input_ids.shape)}, got {got}")
+    if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if do_sample:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0 \
+                or temperature == float("inf"):
+            raise InputError(f"temperature must be a finite number > 0 when sampling, got {temperature!r}; "
+                             "for greedy decoding pass do_sample=False")
+        if top_k is not None and (not _is_int(top_k) or top_k < 0):
+            raise InputError(f"top_k must be None, 0 (off) or a positive integer, got {top_k!r}")
+    if eos_token_id is not None:
+        bad = [i for i in _eos_list(eos_token_id) if not 0 <= i < vocab]
+        if bad:
+            raise InputError(f"eos_token_id {bad[0]} is outside the model's vocabulary [0, {vocab}): "
+                             "generation would never stop on it")
+        if not _is_int(pad_token_id) or not 0 <= pad_token_id < vocab:
+            raise InputError(f"pad_token_id must be a token id in [0, {vocab}) (the rows that ended are fed it), "
+                             f"got {pad_token_id!r}")
+
+
+def _check_compile(device) -> None:
+    """``compile=True`` on CPU runs inductor's C++ backend: refused before the prefill when it finds no
+    compiler (before: an inductor traceback at the first decode step, after the prefill)."""
+    if torch.device(device).type != "cpu":
+        return
+    try:
+        from torch._inductor import cpp_builder
+
+        find = cpp_builder.get_cpp_compiler
+    except (ImportError, AttributeError):  # another torch: torch.compile reports it itself
+        return
+    try:
+        find()
+    except Exception as e:  # noqa: BLE001 (inductor's InvalidCxxCompiler and friends)
+        raise UnsupportedError(f"compile=True on CPU needs a C++ compiler for torch.compile's CPU backend "
+                               f"({type(e).__name__}); install g++ (or set CXX), or pass compile=False") from None
 
 
 def _use_graph(st, device: torch.device, use_graph: bool | None) -> bool:
@@ -62,8 +145,9 @@ class GraphDecoder:
         if st is None or st.mgr is None:
             raise StateError("GraphDecoder needs a paged OscarCache that holds a prefill: call "
                              "enable_oscar_attention(model, cache) and run the prompt through the model first")
-        if getattr(model, "_oscar_enabled", None) is None:
-            raise StateError("GraphDecoder needs enable_oscar_attention(model, cache) first")
+        _check_enabled(model, cache, "GraphDecoder")
+        if compile:
+            _check_compile(st.device)
         self.model, self.cache, self.state = model, cache, st
         self.use_graph = _use_graph(st, st.device, use_graph)
         if st.graph_capacity is None:
@@ -103,6 +187,10 @@ class GraphDecoder:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B] (the last sampled token of each row) -> logits [B, vocab] of the next position."""
         st = self.state
+        if not torch.is_tensor(tokens) or tokens.numel() != st.batch:
+            got = tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__
+            raise InputError(f"step takes one token per row: a tensor of {st.batch} token ids, got {got}")
+        check_token_ids("step's tokens", tokens, None)  # dtype only: a range check would sync every step
         self.ids.copy_(tokens.view(-1, 1))
         self.pos.copy_(torch.tensor(st.row_lengths(), dtype=torch.long).view(-1, 1), non_blocking=True)
         st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
@@ -152,7 +240,7 @@ def compiled_forward(model, dynamic: bool | None = False):
 def _sample(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None, generator=None):
     if not do_sample:
         return logits.argmax(-1)
-    x = logits.float() / max(temperature, 1e-5)
+    x = logits.float() / temperature  # > 0 (generate checks it)
     if top_k:
         kth = torch.topk(x, min(top_k, x.shape[-1]), dim=-1).values[:, -1:]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -168,17 +256,27 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     up to ``max_new_tokens`` graph-replayed decode steps. Returns the new tokens [B, n] (and the logits of
     every step with ``return_logits``). ``compile=True``: the decode step is compiled with ``torch.compile``
     before capture (``GraphDecoder``). A row that produced ``eos_token_id`` continues with
-    ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on."""
+    ``pad_token_id``; the loop stops when every row has. ``enable_oscar_attention(model, cache)`` must be on.
+    ``top_k=0`` (or None) samples from the whole vocabulary, as in transformers. Every argument is checked
+    before the prefill (``InputError`` / ``StateError``, one line)."""
+    _check_generate_args(model, input_ids, attention_mask, max_new_tokens, do_sample, temperature, top_k,
+                         eos_token_id, pad_token_id)
     if cache.get_seq_length() != 0:
-        raise StateError("generate needs an empty cache")
+        raise StateError(f"generate needs an empty cache, this one holds {cache.get_seq_length()} tokens: "
+                         "create a new OscarCache (and enable_oscar_attention with it) for each generate call")
     if cache.paged is None:
         raise StateError("generate runs the paged backend: create OscarCache(..., backend='paged') or enable "
                          "oscar attention on a CUDA model first")
+    _check_enabled(model, cache, "generate")
     st = cache.paged
     use_graph = _use_graph(st, input_ids.device, use_graph)  # refused before the prefill
+    if compile:
+        _check_compile(input_ids.device)
     need = input_ids.shape[1] + max_new_tokens
-    if st.max_tokens is not None and need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > st.max_tokens:
-        raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={st.max_tokens}; "
+    cap = st.capacity_for(input_ids.shape[1])  # max_tokens, or the default the pools will get
+    if need - (0 if attention_mask is None else int((attention_mask == 0).sum(1).min())) > cap:
+        raise StateError(f"prompt + max_new_tokens = {need} tokens exceed the cache's max_tokens={cap}"
+                         f"{'' if st.max_tokens is not None else ' (the default: prompt + 4096)'}; "
                          "create the OscarCache with a larger max_tokens")
     cache.set_padding(attention_mask)
     pos = None
@@ -188,8 +286,7 @@ def generate(model, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=1, **kw).logits[:, -1]
     dec = GraphDecoder(model, cache, use_graph=use_graph, compile=compile)
     toks, all_logits = [], []
-    eos = None if eos_token_id is None else torch.tensor(
-        [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=input_ids.device)
+    eos = None if eos_token_id is None else torch.tensor(_eos_list(eos_token_id), device=input_ids.device)
     done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     for i in range(max_new_tokens):
         if return_logits:

@@ -80,10 +80,21 @@ class OscarCache(Cache):
         max_tokens: int | None = None,
         kernel_backend: str = "auto",
     ):
+        if not callable(getattr(config, "get_text_config", None)):
+            raise InputError(f"OscarCache needs the model's transformers config (model.config), got {type(config).__name__}")
         if backend not in BACKENDS:
             raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        from ..kernels import KERNEL_BACKENDS
+
+        if kernel_backend not in KERNEL_BACKENDS:  # before: refused by the first write_kv, inside a forward
+            raise InputError(f"kernel_backend must be one of {KERNEL_BACKENDS}, got {kernel_backend!r}")
+        if backend == "reference":  # settings of the paged pools, silently ignored before
+            for name, v, off in (("max_tokens", max_tokens, None), ("kernel_backend", kernel_backend, "auto")):
+                if v != off:
+                    raise InputError(f"{name}={v!r} sets the paged backend, but backend='reference' was asked for; "
+                                     f"drop {name} or use backend='paged' / 'auto'")
         # Defaults (sink 64, recent 256, group 128, float16, the method's clip, uniform levels, page 16) come
         # from make_method / KVMethod. Keywords given explicitly override a KVMethod's own settings too
         # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.
@@ -113,6 +124,9 @@ class OscarCache(Cache):
         self.paged: PagedState | None = None
         if backend == "paged":
             self.use_paged()
+            if page is not None and page != self.method.page:  # asked for explicitly: not silently replaced
+                raise InputError(f"page={page}: the paged backend demotes in pages of {self.method.page} tokens "
+                                 "(the kernels' block); drop page= or use backend='reference'")
         # Left padding of the batch, from an attention mask: None = not known yet. A batch of more than
         # one row is refused while it is unknown (a padded row would silently see other tokens).
         self._padding_known = False
@@ -214,7 +228,9 @@ class OscarCache(Cache):
         """transformers' ``Cache.update``. Shapes are checked first (Python ints, no device sync). On the
         reference backend a layer update that raises (e.g. non-finite K/V reaching the quantizer) leaves
         the layer as it was, so its length is not advanced and the cache stays usable (issue 11)."""
-        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim)
+        held = self.layers[layer_idx] if 0 <= layer_idx < len(self.layers) else None
+        check_update_args(key_states, value_states, layer_idx, len(self.layers), self.num_kv_heads, self.head_dim,
+                          getattr(held, "batch_size", None) if held is not None and held.is_initialized else None)
         if (not self._padding_known and self.method.quantized and key_states.shape[0] > 1
                 and self.get_seq_length(layer_idx) == 0):
             # Issue 11 item 2: never a silently different answer for left-padded rows.
@@ -223,15 +239,33 @@ class OscarCache(Cache):
                 "call oscarkv.integrations.transformers.track_padding(model) (or enable_oscar_attention) once, "
                 "or cache.set_padding(attention_mask) before the first forward"
             )
+        if layer_idx > 0 and getattr(self.layers[layer_idx - 1], "fresh", False):
+            self._plain_attention_on_rotated(layer_idx - 1)
         if self.paged is not None:
             return super().update(key_states, value_states, layer_idx, *args, **kwargs)
         layer = self.layers[layer_idx]
         snap = snapshot_layer(layer)
         try:
-            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+            out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         except BaseException:
             restore_layer(layer, snap)
             raise
+        self._last_update = (layer_idx, snap)
+        return out
+
+    def _plain_attention_on_rotated(self, idx: int) -> None:
+        """Layer ``idx`` returned rotated K/V (``enable_oscar_attention``) and the attention that followed did
+        not take them (the OSCAR attention function clears ``fresh``): a model that is not enabled with this
+        cache attended rotated keys with unrotated queries (before: silently wrong logits on the reference
+        backend). Refused at the next layer's update; on the reference backend layer ``idx`` is put back as it
+        was, so the cache is unchanged (the paged backend marks itself inconsistent, as for any broken forward)."""
+        last = getattr(self, "_last_update", None)
+        if self.paged is None and last is not None and last[0] == idx:
+            restore_layer(self.layers[idx], last[1])
+            self._last_update = None
+        raise StateError("this OscarCache returns rotated keys/values (enable_oscar_attention), but the model running "
+                         "this forward does not use the OSCAR attention: call enable_oscar_attention(model, cache) for "
+                         "the model you run, or disable_oscar_attention on the enabled one")
 
     def reset(self) -> None:
         super().reset()

@@ -108,16 +108,22 @@ class PagedState:
         self.handle: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ allocation
-    def allocate(self, batch: int, device, dtype, prompt: int) -> None:
-        from ..kernels import MixedKVCache, MixedKVPool
+    DEFAULT_HEADROOM = 4096  # tokens per row past the first forward's width when max_tokens is not given
 
+    def capacity_for(self, prompt: int) -> int:
+        """Tokens per row the pools hold when the first forward is ``prompt`` tokens wide."""
+        return self.max_tokens if self.max_tokens is not None else prompt + self.DEFAULT_HEADROOM
+
+    def allocate(self, batch: int, device, dtype, prompt: int) -> None:
+        from ..kernels import MixedKVCache, MixedKVPool, check_kernel_backend
+
+        # before anything is planned or written: a refusal here leaves the cache empty and usable
+        check_kernel_backend(self.kernel_backend, device)
         if self.pad is None:
             self.pad = torch.zeros(batch, dtype=torch.long)
         if self.pad.shape[0] != batch:
             raise InputError(f"padding was set for batch {self.pad.shape[0]}, but the states have batch {batch}")
-        cap = self.max_tokens
-        if cap is None:
-            cap = prompt + 4096
+        cap = self.capacity_for(prompt)
         if prompt - int(self.pad.min()) > cap:
             raise StateError(f"the prompt has {prompt} tokens but the paged OscarCache holds max_tokens={cap} per row; "
                              "create it with OscarCache(..., max_tokens=N) for a larger N")

@@ -45,6 +45,7 @@ from .lloyd import fit_layer_levels
 from .stats import QueryCovariance, RowMean, TokenReservoir, ValueCovariance, attention_mass
 from ..rotation.centering import center as center_rows
 from ..errors import InputError
+from ..validation import check_token_ids
 
 LEVELS = ("uniform", "lloyd-max")
 
@@ -136,6 +137,15 @@ def held_mask(t: int, windows: tuple) -> torch.Tensor:
     return quantized_mask(make_method("oscar", sink=sink, recent=recent, page=page), pos, pos)
 
 
+def check_calibration_tokens(n_tokens: int, head_dim: int) -> None:
+    """At least head_dim tokens (the CLI checks ``--tokens`` / ``--calib-tokens`` with it before the model loads)."""
+    if n_tokens < head_dim:
+        raise InputError(
+            f"calibration got {n_tokens} tokens, fewer than head_dim={head_dim}: the covariances would be rank-"
+            "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
+        )
+
+
 def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample_tokens: int = 4096,
                   progress: bool = True, seed: int = 0, need_sample: bool = True,
                   attn_windows: tuple | str | None = None) -> CalibrationStats:
@@ -147,13 +157,13 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
         raise InputError(f"sample_tokens must be >= 1, got {sample_tokens}")
     dims = attention_dims(model, power_of_two=True)
     d, L = dims.head_dim, dims.num_layers
+    if isinstance(input_ids, torch.Tensor):  # float ids would be truncated by make_batches
+        check_token_ids("calibration input_ids", input_ids, model.get_input_embeddings().num_embeddings)
     batches = make_batches(input_ids, seq_len, batch_size)
+    for b in batches:  # before the first pass: an id past the vocabulary fails (or asserts on CUDA) inside it
+        check_token_ids("calibration input_ids", b, model.get_input_embeddings().num_embeddings)
     n_tokens = sum(b.numel() for b in batches)
-    if n_tokens < d:
-        raise InputError(
-            f"calibration got {n_tokens} tokens, fewer than head_dim={d}: the covariances would be rank-"
-            "deficient. Use a few thousand tokens (the paper uses 10K-30K)."
-        )
+    check_calibration_tokens(n_tokens, d)
     if attn_windows == "default":
         attn_windows = default_windows()
     was_training = model.training

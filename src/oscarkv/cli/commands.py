@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from ..errors import InputError, NotFoundError
-from ..fileio import check_input_file, check_output_dir, check_output_path
+from ..fileio import check_distinct_paths, check_input_file, check_output_dir, check_output_path
 from ..models import resolve_model_path as resolve_model
 
 
@@ -48,6 +48,9 @@ def _check_data(source: str, what: str = "--data") -> None:
     if source in SOURCES:
         return
     check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
+    from ..data import load_text
+
+    load_text(source)  # empty or not UTF-8: refused now, not after the model load
 
 
 def _check_positions(config, *lengths: int, what: str = "--context") -> None:
@@ -73,6 +76,31 @@ def _peek_config(model: str):
         raise InputError(f"cannot read the model config in {path}: {type(e).__name__}: {first}") from e
 
 
+def _peek_tokenizer(model: str):
+    """The model's tokenizer alone (the same files ``load_model`` reads; fast next to the weights), so the
+    texts are tokenized and their token counts checked before the weights load; the command keeps the ids."""
+    import warnings
+
+    from transformers import AutoTokenizer
+
+    path, _ = resolve_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except Exception as e:  # noqa: BLE001 (tokenizers, json, sentencepiece... each raise their own types)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            raise InputError(f"cannot load the tokenizer from {path}: {type(e).__name__}: {first}") from e
+
+
+def _check_calib_tokens(config, tokens: int) -> None:
+    """Enough calibration tokens for this model's head_dim (``calibrate.check_calibration_tokens``)."""
+    from ..calibrate.core import check_calibration_tokens
+    from ..dims import attention_dims
+
+    check_calibration_tokens(tokens, attention_dims(config).head_dim)
+
+
 def _check_group_size(config, group_size: int, methods=()) -> None:
     from ..rotation import config_fingerprint
 
@@ -84,6 +112,14 @@ def _check_group_size(config, group_size: int, methods=()) -> None:
         raise InputError(f"--group-size {group_size} does not divide the model's head_dim {d}; use one of {divisors}")
 
 
+def _check_methods(config, methods, rotations) -> None:
+    """Each method can be built with the rotation file it will get (``harness.check_methods``)."""
+    from ..dims import attention_dims
+    from ..eval.harness import check_methods
+
+    check_methods(methods, rotations, attention_dims(config).head_dim)
+
+
 def _load_rotations_file(path: str, what: str = "--rotations"):
     """Read and validate a rotation file before the model is loaded (model check comes later)."""
     from ..rotation import RotationSet
@@ -92,13 +128,18 @@ def _load_rotations_file(path: str, what: str = "--rotations"):
     return RotationSet.load(path)
 
 
-def _calibrate(lm, data: str, tokens: int, seq_len: int = 1024, **kw):
-    from ..calibrate import calibrate
+def _calibration_ids(model: str, data: str, tokens: int):
+    """The first ``tokens`` tokens of ``data`` (refused when it has fewer), before the model loads."""
     from ..data import load_text, token_ids
 
-    ids = token_ids(lm.tokenizer, load_text(data), tokens, what=f"calibration text {data!r}")
+    return token_ids(_peek_tokenizer(model), load_text(data), tokens, what=f"calibration text {data!r}")
+
+
+def _calibrate(lm, ids, data: str, seq_len: int = 1024, **kw):
+    from ..calibrate import calibrate
+
     t = time.time()
-    rs = calibrate(lm.model, ids, seq_len=min(seq_len, tokens), model_id=lm.model_id, **kw)
+    rs = calibrate(lm.model, ids, seq_len=min(seq_len, ids.numel()), model_id=lm.model_id, **kw)
     rs.meta["calib_data"] = data
     _log(f"calibrated on {ids.numel()} tokens of {data!r} in {time.time() - t:.1f} s")
     return rs
@@ -113,13 +154,17 @@ def cmd_calibrate(a) -> int:
     if out.suffix != ".safetensors":
         raise InputError(f"--out {out} should end in .safetensors (the rotation file format)")
     check_output_path(out, "--out")
+    check_distinct_paths({"--out": out}, {"--data": a.data})
     _check_data(a.data)
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
-    _check_group_size(_peek_config(a.model), a.group_size)
+    config = _peek_config(a.model)
+    _check_group_size(config, a.group_size)
+    _check_calib_tokens(config, a.tokens)
+    ids = _calibration_ids(a.model, a.data, a.tokens)
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
-    rs = _calibrate(lm, a.data, a.tokens, a.seq_len, composition=a.composition, group_size=a.group_size,
+    rs = _calibrate(lm, ids, a.data, a.seq_len, composition=a.composition, group_size=a.group_size,
                     fit_clip=not a.no_fit_clip, per_head=a.per_head or (plus and PLUS_PER_HEAD),
                     levels=PLUS_LEVELS if plus and a.levels == "uniform" else a.levels,
                     center=getattr(a, "center", False) or plus,
@@ -181,8 +226,14 @@ def cmd_eval(a) -> int:
         check_output_path(a.json_out, "--json")
     if a.plot:
         check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
-    if a.task == "ppl":
-        _check_data(a.data)
+    check_distinct_paths({"--json": a.json_out, "--plot": a.plot},
+                         {"--rotations": a.rotations, "--plus-rotations": getattr(a, "plus_rotations", None),
+                          "--data": a.data})
+    if a.task == "passkey":  # the passkey table has no error-vs-bits plot and no peer rows: refused, not ignored
+        for flag, given in (("--plot", a.plot), ("--peers", peers)):
+            if given:
+                raise InputError(f"{flag} applies to --task ppl only, not to --task passkey")
+    _check_data(a.data)  # ppl: the scored text; passkey: the haystack
     rot = _load_rotations_file(a.rotations) if a.rotations else None
     plus_path = getattr(a, "plus_rotations", None)
     plus = _load_rotations_file(plus_path, "--plus-rotations") if plus_path else None
@@ -191,19 +242,29 @@ def cmd_eval(a) -> int:
         if r is not None:
             r.check_model(config)
     _check_group_size(config, a.group_size, methods)
-    _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
-                     what="--lengths" if a.task == "passkey" else "--context")
-    lm = _load(a.model)
     if plus is not None:
         rot = {"*": plus, **({"oscar": rot} if rot is not None else {})}
+    _check_methods(config, methods, rot)
+    _check_positions(config, *(a.lengths if a.task == "passkey" else [a.context]),
+                     what="--lengths" if a.task == "passkey" else "--context")
+    if a.task == "ppl":  # enough text for --sequences x --context: refused now, not after the load
+        from ..eval.harness import windows
+
+        ids = token_ids(_peek_tokenizer(a.model), load_text(a.data), what=f"evaluation text {a.data!r}")
+        windows(ids, a.context, a.sequences)
+    else:  # every prompt fits its length and the haystack: refused now, not after the load
+        from ..eval.passkey import make_prompts
+
+        make_prompts(_peek_tokenizer(a.model), load_text(a.data), a.lengths, tuple(a.depths), a.trials)
+    lm = _load(a.model)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
-        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials)
+        res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials,
+                          haystack=load_text(a.data))
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:
-        ids = token_ids(lm.tokenizer, load_text(a.data), what=f"evaluation text {a.data!r}")
         res = _eval_table(lm, ids, methods, rot, a.context, a.sequences, a.score_from, peers, a.recent)
         res.update(sink=a.sink, recent=a.recent, data=a.data)
         print(format_table(res, f"{lm.model_id}, context {a.context}, sink {a.sink}, recent {a.recent}"))
@@ -252,7 +313,8 @@ def cmd_run(a) -> int:
     from ..calibrate import collect_stats, quality_warning
     from ..data import builtin_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
-    from ..methods import parse_methods
+    from ..eval.harness import windows
+    from ..methods import PLUS_KEY_SCALE, parse_methods
 
     from ..models import QWEN_ALIASES
 
@@ -261,22 +323,43 @@ def cmd_run(a) -> int:
         a.context = 2048 if model_name in QWEN_ALIASES else 4096
     if a.context < 514:
         raise InputError(f"--context {a.context} is too short: `run` scores positions 512 and later, use >= 514")
+    if getattr(a, "only_pure", False) and a.no_pure:
+        raise InputError("--only-pure and --no-pure leave no table to compute; pass one of them")
     check_output_dir(a.out_dir, "--out-dir")
-    _check_positions(_peek_config(model_name), a.context)
+    config = _peek_config(model_name)
+    _check_positions(config, a.context)
+    if not getattr(a, "reuse_rotations", None):
+        _check_calib_tokens(config, a.calib_tokens)
+    alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
+    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
+    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
+        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
+    parse_methods(names)  # unknown names refused now, not after the calibration
+    reuse = getattr(a, "reuse_rotations", None)
+    files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
+    if reuse:  # read and checked against the model before it loads
+        from ..rotation import RotationSet
+
+        hint = "pass the output folder of an earlier `oscar-kv run` of this model (RUN_DIR/rotations*.safetensors)"
+        if not Path(reuse).is_dir():
+            raise NotFoundError(f"--reuse-rotations {reuse} is not a folder; {hint}")
+        rots = {k: RotationSet.load(check_input_file(Path(reuse) / f"{f}.safetensors", "--reuse-rotations file", hint=hint))
+                for k, f in files.items()}
+        for r in rots.values():
+            r.check_model(config)
+    tok = _peek_tokenizer(model_name)  # both texts tokenized (and long enough) before the load
+    ids = token_ids(tok, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
+    windows(ids, a.context, 1)
+    ids_cal = None if reuse else token_ids(tok, builtin_text("pydoc-calib"), a.calib_tokens,
+                                           what="calibration text 'pydoc-calib'")
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(a.out_dir) / stamp
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     lm = _load(model_name)
-    from ..methods import PLUS_KEY_SCALE
 
-    reuse = getattr(a, "reuse_rotations", None)
     if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
-        from ..rotation import RotationSet
-
-        files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
-        rots = {k: RotationSet.load(Path(reuse) / f"{f}.safetensors", lm.model.config) for k, f in files.items()}
         a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
         from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
 
@@ -292,13 +375,11 @@ def cmd_run(a) -> int:
                 rots[key] = match
         _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
     else:
-        ids_cal = token_ids(lm.tokenizer, builtin_text("pydoc-calib"), a.calib_tokens, what="calibration text 'pydoc-calib'")
         t = time.time()
         stats = collect_stats(lm.model, ids_cal, seq_len=min(1024, a.calib_tokens))
         _log(f"calibration statistics from {ids_cal.numel()} tokens of 'pydoc-calib' in {time.time() - t:.1f} s")
         rots = _run_rotations(lm, stats, "pydoc-calib")
 
-    alt = "oscar-plus+nokeyscale" if PLUS_KEY_SCALE else "oscar-plus+keyscale"  # the key-rescale ablation row
     for key, rs in rots.items():
         msg = quality_warning(rs)
         if msg:
@@ -311,11 +392,7 @@ def cmd_run(a) -> int:
     # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
     # calibrated means that hadamard / int4 center with) from the oscar-plus file
     rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
-    ids = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     peers = () if a.no_peers else ("quanto", "hqq")
-    names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
-    if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
-        names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
     # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
     # the last 0-15 tokens in BF16)
     configs = [("default windows", 64, 256, 16)] + ([] if a.no_pure else [("pure INT2", 0, 0, 1)])
@@ -365,6 +442,7 @@ def cmd_inspect(a) -> int:
         check_output_path(a.plot, "--plot", suffix=PLOT_SUFFIXES)
     if a.json_out:
         check_output_path(a.json_out, "--json")
+    check_distinct_paths({"--json": a.json_out, "--plot": a.plot}, {"the rotation file": a.rotations})
     check_input_file(a.rotations, "rotation file", hint="create it with `oscar-kv calibrate --out ROT.safetensors`")
     rs = RotationSet.load(a.rotations)  # validated: shapes and counts consistent, finite, orthogonal
     info = inspect_rotations(rs)
@@ -388,14 +466,19 @@ def cmd_ablate(a) -> int:
     bad = [w for w in what if w not in ABLATIONS]
     if bad or not what:
         raise InputError(f"--what {a.what!r}: unknown ablation(s) {bad}; choose from {', '.join(ABLATIONS)}")
+    Ablator.default_score_from(a.context)  # a context with nothing to score: refused before the load
     check_output_dir(a.out_dir, "--out-dir")
-    _check_positions(_peek_config(a.model), a.context)
+    config = _peek_config(a.model)
+    _check_positions(config, a.context)
+    _check_calib_tokens(config, a.calib_tokens)
+    tok = _peek_tokenizer(a.model)  # the texts tokenized (and long enough) before the load
+    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
+    calib = {s: token_ids(tok, builtin_text(s), what=s) for s in sources}
+    ev = token_ids(tok, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
+    Ablator.check_calib(calib, a.calib_tokens)
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lm = _load(a.model)
-    sources = ["pydoc-calib"] + (["stdlib-docstrings"] if "calib-domain" in what else [])
-    calib = {s: token_ids(lm.tokenizer, builtin_text(s), what=s) for s in sources}
-    ev = token_ids(lm.tokenizer, builtin_text("pydoc-eval"), a.context, what="evaluation text pydoc-eval")
     ab = Ablator(lm.model, ev, calib, context=a.context, calib_tokens=a.calib_tokens)
     results = {}
     for name in what:

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common_model(e)
     e.add_argument("--rotations", help="rotation file from `oscar-kv calibrate` (needed for oscar)")
     e.add_argument("--plus-rotations", help="rotation file for oscar-plus (`oscar-kv calibrate --plus`; default: --rotations)")
-    e.add_argument("--data", default="pydoc-eval", help="text file or built-in source")
+    e.add_argument("--data", default="pydoc-eval", help="text file or built-in source (ppl: the scored text; passkey: the haystack)")
     e.add_argument("--methods", default="bf16,naive,hadamard,kivi,int4,oscar")
     e.add_argument("--peers", default="", help="comma list of transformers QuantizedCache backends: quanto,hqq")
     e.add_argument("--context", type=POSITIVE, default=4096)

@@ -57,11 +57,29 @@ class Ablator:
                  progress: bool = True):
         self.model, self.eval_ids, self.calib = model, eval_ids, calib
         self.context, self.calib_tokens, self.seq_len = context, calib_tokens, seq_len
-        self.score_from = score_from if score_from is not None else min(512, context // 4)
+        self.score_from = score_from if score_from is not None else self.default_score_from(context)
         self.progress = progress
         self.reference: dict = {}  # evaluate()'s BF16 cache, shared by every call
         self._scores: dict = {}
         self._rots: dict = {}
+
+    @staticmethod
+    def default_score_from(context: int) -> int:
+        """First scored position of an ablation: min(512, context // 4); refuses a context with nothing to score."""
+        sf = min(512, context // 4)
+        if not 0 < sf < context - 1:  # evaluate()'s rule, checked here before the model loads and calibrates
+            raise InputError(f"context {context} is too short for an ablation (it scores positions "
+                             f"context // 4 .. context - 2); use a context of 4 tokens or more (e.g. 2048)")
+        return sf
+
+    @staticmethod
+    def check_calib(calib: dict, tokens: int) -> None:
+        """Every calibration text holds ``tokens`` tokens (the CLI checks this before the model loads;
+        ``stats`` again, when a text is first used)."""
+        for source, ids in calib.items():
+            if ids.numel() < tokens:
+                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for; "
+                                 "ask for fewer (--calib-tokens)")
 
     # ------------------------------------------------------------ calibration
     def stats(self, source: str = "pydoc-calib", tokens: int | None = None):
@@ -72,8 +90,7 @@ class Ablator:
         key = ("stats", source, tokens)
         if key not in self._rots:
             ids = self.calib[source]
-            if ids.numel() < tokens:
-                raise InputError(f"calibration text {source!r} has {ids.numel()} tokens, {tokens} asked for")
+            self.check_calib({source: ids}, tokens)
             t = time.time()
             self._rots[key] = collect_stats(self.model, ids[:tokens], seq_len=min(self.seq_len, tokens),
                                             progress=self.progress)

@@ -27,6 +27,7 @@ from ..quant import int_region_bits, kv_cache_bytes, mixed_bits_per_element
 from ..rotation import RotationSet
 from .banded import banded_logits
 from ..errors import InputError, StateError
+from ..validation import check_token_ids
 
 PEERS = ("quanto", "hqq")
 
@@ -104,6 +105,13 @@ class _Reference:
 
 
 def windows(ids: torch.Tensor, context: int, sequences: int) -> torch.Tensor:
+    """The first ``sequences`` windows of ``context`` tokens of the 1-D ``ids``, as [sequences, context]."""
+    for name, v in (("context", context), ("sequences", sequences)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:  # 0 sequences divided by zero at the end
+            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 1:
+        raise InputError(f"the evaluation ids must be a 1-D tensor of token ids, got "
+                         f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     need = context * sequences
     if ids.numel() < need:
         raise InputError(
@@ -146,6 +154,16 @@ def rotations_for(rotations, method: KVMethod):
     return rotations
 
 
+def check_methods(methods, rotations, head_dim: int) -> None:
+    """Every method can be built with its rotation file at this head_dim: layer 0's plan, i.e. the rules of
+    ``KVMethod.layer_plan`` (calibrated rotations present, means for centering, fitted levels for lloyd-max,
+    the key rescale, group size). Run before any method is evaluated (and by the CLI before the model
+    loads), so a method late in the list cannot fail after the others have run."""
+    for m in methods:
+        if isinstance(m, KVMethod):
+            m.layer_plan(0, head_dim, rotations_for(rotations, m))
+
+
 def _score(logits: torch.Tensor, ids: torch.Tensor, score_from: int):
     """(log-probs at scored positions [n, V], targets [n])."""
     lp = torch.log_softmax(logits[0, score_from:-1].float(), dim=-1)
@@ -174,8 +192,10 @@ def evaluate(
         raise InputError(f"score_from must be in (0, context - 1), got {score_from} for context {context}")
     peer_methods = [PeerMethod(p, residual=peer_residual or 0) for p in peers]  # refuses unknown names
     seqs = windows(ids, context, sequences)
+    check_token_ids("evaluation ids", seqs, model.get_input_embeddings().num_embeddings)
     dims = attention_dims(model)
     layers, kv_heads, head_dim = dims.num_layers, dims.num_kv_heads, dims.head_dim
+    check_methods(methods, rotations, head_dim)
     names = [m.name for m in methods]
     if "bf16" not in names:
         raise InputError("the method list must include bf16 (the reference for KL and top-1)")

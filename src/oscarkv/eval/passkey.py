@@ -125,15 +125,10 @@ def _pad_id(tok, model):
     return 0 if pid is None else pid
 
 
-def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 2,
-                chunk: int = 512, fmt: str = DEFAULT_FORMAT, seed: int = 0, haystack=None,
-                max_new_tokens: int = 8, progress: bool = True) -> dict:
-    """Accuracy per (method, length) over depths x trials prompts (the same prompts for every method).
-
-    ``lm``: anything with ``.model`` and ``.tokenizer`` (``models.LoadedModel``). ``haystack``: token
-    ids or text; default the pydoc-eval text.
-    """
-    model, tok = lm.model, lm.tokenizer
+def make_prompts(tok, haystack=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 2,
+                 fmt: str = DEFAULT_FORMAT, seed: int = 0) -> list[tuple[int, PasskeyPrompt]]:
+    """The (length, prompt) pairs of a run: tokenizer work only, so the CLI builds them (and refuses a
+    length too short for the frame or a haystack too short) before the model loads."""
     if haystack is None:
         from ..data import builtin_text
 
@@ -147,6 +142,19 @@ def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 
                 key = make_key(rng)
                 off = rng.randint(0, max(0, len(hay) - length))  # a different stretch of text each time
                 prompts.append((length, build_prompt(tok, hay, length, depth, key, off, fmt)))
+    return prompts
+
+
+def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 2,
+                chunk: int = 512, fmt: str = DEFAULT_FORMAT, seed: int = 0, haystack=None,
+                max_new_tokens: int = 8, progress: bool = True) -> dict:
+    """Accuracy per (method, length) over depths x trials prompts (the same prompts for every method).
+
+    ``lm``: anything with ``.model`` and ``.tokenizer`` (``models.LoadedModel``). ``haystack``: token
+    ids or text; default the pydoc-eval text.
+    """
+    model, tok = lm.model, lm.tokenizer
+    prompts = make_prompts(tok, haystack, lengths, depths, trials, fmt, seed)
     rows, details = [], []
     bar = tqdm(total=len(prompts) * len(methods), desc="passkey", unit="prompt", disable=not progress)
     for m in methods:

@@ -66,9 +66,11 @@ def write_json(obj: dict, path: str | os.PathLike) -> Path:
 def write_ablation_summary(out: Path, model_id: str, names) -> Path:
     """summary.md from every <name>.json in ``out``, in the order of ``names`` (so a re-run of some
     ablations keeps the others)."""
+    from ..fileio import atomic_write
+
     found = [json.loads((out / f"{n}.json").read_text()) for n in names if (out / f"{n}.json").exists()]
-    (out / "summary.md").write_text("\n".join([f"# Ablations — {model_id}", ""] + [format_ablation(r) for r in found]))
-    return out / "summary.md"
+    text = "\n".join([f"# Ablations — {model_id}", ""] + [format_ablation(r) for r in found])
+    return atomic_write(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
 
 
 # ---------------------------------------------------------------- plots
@@ -83,13 +85,18 @@ def _pyplot():
 
 
 def _save(fig, path, dpi: int) -> Path:
+    """Written whole (``fileio.atomic_write``): a failed or interrupted save keeps the previous file. The
+    format comes from the target's suffix (the temporary file's is .tmp)."""
     import matplotlib.pyplot as plt
 
+    from ..fileio import atomic_write
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+    fmt = path.suffix[1:].lower() or "png"
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
+    finally:
+        plt.close(fig)
 
 
 def plot_error_vs_bits(results: list[tuple[str, dict]], path: str | os.PathLike, metric: str = "kl") -> Path:

@@ -30,6 +30,7 @@ from ..cache import OscarCache
 from ..cache.paged import PagedLayer
 from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate
 from ..rotation.centering import add_value_mean, rotated_mean
+from ..dims import attention_dims
 from ..errors import InputError, StateError
 
 ATTENTION_NAME = "oscar_sdpa"
@@ -129,11 +130,16 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
     """
     if not isinstance(cache, OscarCache):
         raise TypeError(f"enable_oscar_attention needs an OscarCache, got {type(cache).__name__}")
-    if getattr(model, "_oscar_enabled", None) is not None:
-        disable_oscar_attention(model)
+    # shapes first, before anything changes (the attention implementation, o_proj / v_proj folds)
     mods = _attention_modules(model)
     if len(mods) != len(cache.layers):
         raise InputError(f"model has {len(mods)} attention layers, the cache {len(cache.layers)}; build the cache from model.config")
+    dims = attention_dims(model)
+    for what, got, want in (("head_dim", dims.head_dim, cache.head_dim), ("KV heads", dims.num_kv_heads, cache.num_kv_heads)):
+        if got != want:
+            raise InputError(f"the model has {what} {got}, the cache {want}; build the cache from this model's config")
+    if getattr(model, "_oscar_enabled", None) is not None:
+        disable_oscar_attention(model)
     # the device of the model decides the backend ("auto"): the paged kernels on CUDA when they run the method
     if cache.paged is None and cache.backend == "auto" and cache.get_seq_length() == 0:
         device = next(model.parameters()).device
@@ -156,8 +162,15 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
                 layer.v_folded = True  # values leave v_proj rotated: one GEMV less per layer and step
         m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
     saved["hook"] = track_padding(model)
+    saved["cache"] = cache
     model._oscar_enabled = saved
     cache.set_output_basis("rotated")
+
+
+def enabled_cache(model) -> OscarCache | None:
+    """The cache ``enable_oscar_attention(model, cache)`` enabled ``model`` with (None when not enabled)."""
+    saved = getattr(model, "_oscar_enabled", None)
+    return None if saved is None else saved.get("cache")
 
 
 def _fold_v_rotation_into_v_proj(module, rv: torch.Tensor, saved: dict) -> bool:
@@ -215,10 +228,11 @@ def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
 class _SiblingGroup:
     """The input and fused output of the last call of a group of sibling projections."""
 
-    __slots__ = ("x", "y")
+    __slots__ = ("x", "y", "applied")
 
     def __init__(self):
         self.x = self.y = None
+        self.applied = None  # (fn, fused weight, fused bias) of the conversion under way (``_apply``)
 
 
 class FusedSiblingLinear(torch.nn.Module):
@@ -232,11 +246,28 @@ class FusedSiblingLinear(torch.nn.Module):
 
     def __init__(self, fused_w, fused_b, lo: int, hi: int, group: _SiblingGroup, first: bool, last: bool):
         super().__init__()
-        self.fused_weight, self.fused_bias = fused_w, fused_b
-        self.weight = torch.nn.Parameter(fused_w[lo:hi], requires_grad=False)
-        self.bias = None if fused_b is None else torch.nn.Parameter(fused_b[lo:hi], requires_grad=False)
         self.lo, self.hi, self.group, self.first, self.last = lo, hi, group, first, last
+        self._set_fused(fused_w, fused_b)
         self.in_features, self.out_features = fused_w.shape[1], hi - lo
+
+    def _set_fused(self, fused_w, fused_b) -> None:
+        self.fused_weight, self.fused_bias = fused_w, fused_b
+        self.weight = torch.nn.Parameter(fused_w[self.lo:self.hi], requires_grad=False)
+        self.bias = None if fused_b is None else torch.nn.Parameter(fused_b[self.lo:self.hi], requires_grad=False)
+
+    def _apply(self, fn, recurse=True):
+        """``model.to(...)`` / ``.half()`` / ``.cuda()`` after fusing: convert the fused tensors once per group
+        (the siblings get the same ``fn`` in turn) and take the views again. Before, only the views were
+        converted while the GEMM kept reading the old fused weight (a dtype or device mismatch from inside
+        ``F.linear``, and later in-place changes of a view no longer reached the GEMM)."""
+        g = self.group
+        if g.applied is None or g.applied[0] is not fn:
+            fb = self.fused_bias
+            g.applied = (fn, fn(self.fused_weight), None if fb is None else fn(fb))
+        self._set_fused(g.applied[1], g.applied[2])
+        if self.last:
+            g.applied = None
+        return self
 
     def forward(self, x):
         g = self.group

@@ -79,12 +79,21 @@ __all__ = [
 ]
 
 
-def _backend(backend: str, t: torch.Tensor) -> str:
-    if backend not in ("auto", "cuda", "triton", "torch"):
+KERNEL_BACKENDS = ("auto", "cuda", "triton", "torch")
+
+
+def check_kernel_backend(backend: str, device) -> str:
+    """``backend`` can run on ``device`` (the rule ``write_kv`` / ``decode_attention`` apply to each call;
+    the paged ``OscarCache`` applies it once, before its first forward writes anything)."""
+    if backend not in KERNEL_BACKENDS:
         raise InputError(f"backend must be 'auto', 'cuda', 'triton' or 'torch', got {backend!r}")
-    if backend == "triton" and not t.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
+    if backend == "triton" and torch.device(device).type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise StateError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
     return backend
+
+
+def _backend(backend: str, t: torch.Tensor) -> str:
+    return check_kernel_backend(backend, t.device)
 
 
 def rotate_q(q: torch.Tensor, r_k: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ Rules per tensor (``RULES``; L layers, R_k / R_v rotations per layer, d = head_d
     k_clip, v_clip                [L]           finite, in (0, 1] or exactly 0 (= no clipping)
     k_levels, v_levels            [L, n]        finite, sorted ascending, within [0, n - 1] (code units)
     k_mean, v_mean                [L, 1 or H, d] finite (format 2: centering means per KV head)
+    (clip, levels and means come in K / V pairs: both or neither, ``PAIRS``)
     k_query_rotation              [L, R_k, d, d] finite, and Q M^T = I with M = k_rotation (format 2: a
                                                 non-orthogonal key transform M = S.R, queries Q = M^-T);
                                                 when present, k_rotation itself need not be orthogonal
@@ -158,6 +159,11 @@ RULES: dict[str, Rule] = {
 }
 
 
+# tensors that exist for K and V together: with only one half the cache would clip / use levels for /
+# center one of K and V and silently not the other
+PAIRS = (("k_clip", "v_clip"), ("k_levels", "v_levels"), ("k_mean", "v_mean"))
+
+
 def _int_meta(meta: dict, key: str):
     v = meta.get(key)
     if v is None:
@@ -194,6 +200,11 @@ def problems(rs, tol: float = ORTHO_TOL) -> list[str]:
     g = _int_meta(rs.meta, "group_size")
     if g is not None and g <= 0:
         out.append(f"metadata group_size={g} must be positive")
+    for k_name, v_name in PAIRS:  # one half alone would silently treat K and V differently
+        has_k, has_v = getattr(rs, k_name, None) is not None, getattr(rs, v_name, None) is not None
+        if has_k != has_v:
+            missing, present = (v_name, k_name) if has_k else (k_name, v_name)
+            out.append(f"{missing} is missing while {present} is present")
     if out:
         return out
     paired = getattr(rs, "k_query_rotation", None) is not None  # then k_rotation = S.R, not orthogonal
