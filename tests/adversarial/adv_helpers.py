@@ -27,3 +27,26 @@ def good_rotations(layers=2, d=32, per_head=False, levels=False, seed=0):
 @pytest.fixture
 def cfg():
     return tiny_config()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("tiny"), max_positions=256)
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Fail the test if a command gets as far as loading the model."""
+    from oscarkv.cli import commands
+
+    def boom(*a, **k):
+        raise AssertionError("the model was loaded before the arguments were checked")
+    monkeypatch.setattr(commands, "_load", boom)
+
+
+def one_line_error(capsys) -> str:
+    """The CLI's stderr, progress lines aside: exactly one line (no traceback)."""
+    err = capsys.readouterr().err.strip()
+    lines = [line for line in err.splitlines() if not line.startswith("[oscar-kv]")]
+    assert len(lines) == 1, err
+    return lines[0]

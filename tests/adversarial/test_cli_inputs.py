@@ -9,27 +9,9 @@ import pytest
 from oscarkv.cli import commands
 from oscarkv.cli.main import main
 
-from adv_helpers import cfg, good_rotations, tiny_checkpoint
+from adv_helpers import cfg, ckpt, good_rotations, no_model_load, one_line_error as _err  # noqa: F401 (fixtures)
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory.mktemp("tiny"), max_positions=256)
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Fail the test if a command gets as far as loading the model."""
-    def boom(*a, **k):
-        raise AssertionError("the model was loaded before the arguments were checked")
-    monkeypatch.setattr(commands, "_load", boom)
-
-
-def _err(capsys):
-    err = capsys.readouterr().err.strip()
-    lines = [line for line in err.splitlines() if not line.startswith("[oscar-kv]")]
-    assert len(lines) == 1, err  # one line, no traceback
-    return lines[0]
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -7,31 +7,13 @@ import pytest
 import torch
 
 from oscarkv.cache import OscarCache
-from oscarkv.cli import commands
 from oscarkv.cli.main import main
 from oscarkv.errors import InputError
 from oscarkv.methods import make_method, parse_methods
 
-from adv_helpers import good_rotations, tiny_checkpoint, tiny_config
+from adv_helpers import ckpt, good_rotations, no_model_load, one_line_error as _err, tiny_config  # noqa: F401 (fixtures)
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory.mktemp("tiny"), max_positions=256)
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("the model was loaded before the arguments were checked")
-    monkeypatch.setattr(commands, "_load", boom)
-
-
-def _err(capsys):
-    err = capsys.readouterr().err.strip()
-    lines = [line for line in err.splitlines() if not line.startswith("[oscar-kv]")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture
