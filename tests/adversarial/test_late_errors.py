@@ -50,6 +50,11 @@ def files(tmp_path, ckpt):
     # eval --task passkey silently ignored --plot and --peers (and --data, now its haystack)
     (["eval", "--task", "passkey", "--methods", "bf16", "--plot", "{d}/p.png"], "--plot applies to --task ppl only"),
     (["eval", "--task", "passkey", "--methods", "bf16", "--peers", "quanto"], "--peers applies to --task ppl only"),
+    # and the other task's flags (their defaults are None now, so a given one is seen)
+    (["eval", "--task", "passkey", "--methods", "bf16", "--context", "2048"], "--context applies to --task ppl only"),
+    (["eval", "--task", "passkey", "--methods", "bf16", "--sequences", "3"], "--sequences applies to --task ppl only"),
+    (["eval", "--methods", "bf16", "--lengths", "1024"], "--lengths applies to --task passkey only"),
+    (["eval", "--methods", "bf16", "--trials", "3"], "--trials applies to --task passkey only"),
     (["eval", "--task", "passkey", "--methods", "bf16", "--data", "{d}/latin1.txt"], "not UTF-8"),
     # not enough text for the tokens asked for: found by the tokenizer only after the model load
     (["calibrate", "--out", "{d}/r.safetensors", "--tokens", "1000000000"], "fewer than the 1000000000 asked for"),

@@ -205,7 +205,14 @@ def cmd_eval(a) -> int:
     from ..rotation import RotationSet
 
     from ..eval.harness import PEERS
+    from .main import EVAL_TASK_DEFAULTS
 
+    for task, flags in EVAL_TASK_DEFAULTS.items():  # a flag of the other task is refused, not ignored
+        for name, default in flags.items():
+            if getattr(a, name, None) is None:
+                setattr(a, name, default)
+            elif task != a.task:
+                raise InputError(f"--{name.replace('_', '-')} applies to --task {task} only, not to --task {a.task}")
     methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
     # oscar-plus reads --plus-rotations when given (its default is --rotations); the others need --rotations
     plus_given = bool(getattr(a, "plus_rotations", None))

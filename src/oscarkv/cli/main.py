@@ -70,6 +70,12 @@ def _fraction_list(text: str) -> list[float]:
 
 _fraction_list.__name__ = "comma list of fractions"
 
+# `eval` flags of one --task only: name -> default (one home; the parser leaves them None when not given)
+EVAL_TASK_DEFAULTS = {
+    "ppl": {"context": 4096, "sequences": 1, "score_from": 512},
+    "passkey": {"lengths": [1024, 2048, 4096], "trials": 2, "depths": [0.1, 0.5, 0.9]},
+}
+
 
 def _common_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), 'qwen2.5-coder-1.5b' "
@@ -116,14 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", default="pydoc-eval", help="text file or built-in source (ppl: the scored text; passkey: the haystack)")
     e.add_argument("--methods", default="bf16,naive,hadamard,kivi,int4,oscar")
     e.add_argument("--peers", default="", help="comma list of transformers QuantizedCache backends: quanto,hqq")
-    e.add_argument("--context", type=POSITIVE, default=4096)
-    e.add_argument("--sequences", type=POSITIVE, default=1, help="windows of --context tokens to score")
-    e.add_argument("--score-from", type=POSITIVE, default=512, help="first scored position in each window")
+    # task-specific flags default to None so that one given for the other task is refused, not ignored;
+    # their defaults live in EVAL_TASK_DEFAULTS (filled in by commands.cmd_eval)
+    d = EVAL_TASK_DEFAULTS
+    e.add_argument("--context", type=POSITIVE, help=f"ppl: window length (default {d['ppl']['context']})")
+    e.add_argument("--sequences", type=POSITIVE, help=f"ppl: windows of --context tokens to score (default {d['ppl']['sequences']})")
+    e.add_argument("--score-from", type=POSITIVE, help=f"ppl: first scored position in each window (default {d['ppl']['score_from']})")
     e.add_argument("--levels", choices=("uniform", "lloyd-max"), default="uniform", help="INT2 levels for oscar")
     e.add_argument("--task", choices=("ppl", "passkey"), default="ppl")
-    e.add_argument("--lengths", type=_int_list, default="1024,2048,4096", help="passkey: context lengths")
-    e.add_argument("--trials", type=POSITIVE, default=2, help="passkey: prompts per depth and length")
-    e.add_argument("--depths", type=_fraction_list, default="0.1,0.5,0.9", help="passkey: needle depths (fractions)")
+    e.add_argument("--lengths", type=_int_list, help="passkey: context lengths (default 1024,2048,4096)")
+    e.add_argument("--trials", type=POSITIVE, help=f"passkey: prompts per depth and length (default {d['passkey']['trials']})")
+    e.add_argument("--depths", type=_fraction_list, help="passkey: needle depths, fractions (default 0.1,0.5,0.9)")
     e.add_argument("--json", dest="json_out", help="write results here")
     e.add_argument("--plot", help="write an error-vs-bits PNG here")
     _window_args(e)
