@@ -178,3 +178,17 @@ def test_evaluate_arguments(kw, match):
     with pytest.raises(InputError, match=match):
         evaluate(tiny_model(), args.pop("ids"), [make_method("bf16"), make_method("naive", sink=4, recent=4)],
                  score_from=10, progress=False, **args)
+
+
+def test_run_that_fails_at_the_load_leaves_no_empty_folder(ckpt, tmp_path, capsys, monkeypatch):
+    """`run` made its timestamped output folder before loading the model; a failed load left it empty."""
+    from oscarkv.cli import commands
+    from oscarkv.errors import NotFoundError
+
+    def fail(*a, **k):
+        raise NotFoundError("model weights not found (test)")
+    monkeypatch.setattr(commands, "_load", fail)
+    out = tmp_path / "o"
+    assert main(["run", "--model", str(ckpt), "--out-dir", str(out), "--calib-tokens", "256", "--context", "600"]) != 0
+    assert "model weights not found" in _err(capsys)
+    assert not out.exists() or not any(out.iterdir())

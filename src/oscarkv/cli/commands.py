@@ -361,8 +361,7 @@ def cmd_run(a) -> int:
                                            what="calibration text 'pydoc-calib'")
     torch.manual_seed(0)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(a.out_dir) / stamp
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(a.out_dir) / stamp  # made at the first file written: a failed load leaves no empty folder
     t0 = time.time()
     lm = _load(model_name)
 
@@ -391,6 +390,7 @@ def cmd_run(a) -> int:
         msg = quality_warning(rs)
         if msg:
             _log(f"WARNING ({ {'paper': 'oscar', 'centered': 'oscar+center', 'plus': 'oscar-plus', 'plus-alt': alt}[key]}): {msg}")
+    out.mkdir(parents=True, exist_ok=True)
     rot_path = rots["paper"].save(out / "rotations.safetensors")
     rots["centered"].save(out / "rotations-centered.safetensors")
     rots["plus"].save(out / "rotations-plus.safetensors")
