@@ -8,7 +8,7 @@ import torch
 from transformers.cache_utils import Cache, get_layer_types_and_kwargs
 
 from ..errors import InputError, StateError, UnsupportedError
-from ..methods import KVMethod, make_method
+from ..methods import KVMethod
 from ..validation import check_update_args, resolve_method, resolve_rotations, restore_layer, snapshot_layer
 from ..rotation import RotationSet, config_fingerprint
 from .layers import FullPrecisionLayer, KiviLayer, MixedWindowLayer, TokenwiseLayer

@@ -265,7 +265,6 @@ class PagedState:
 
         b, dev = self.batch, self.device
         z = lambda *s: torch.zeros(*s, dtype=torch.int32, device=dev)  # noqa: E731
-        m = lambda n: torch.full((n,), -1, dtype=torch.int64, device=dev)  # noqa: E731
         s, w = self.method.sink, self.method.recent
         self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_q_blocks), z(b),
                                       self.max_hp_len, max(0, self.capacity - s - w))

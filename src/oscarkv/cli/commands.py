@@ -202,7 +202,6 @@ def cmd_eval(a) -> int:
     from ..data import load_text, token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
-    from ..rotation import RotationSet
 
     from ..eval.harness import PEERS
     from .main import EVAL_TASK_DEFAULTS

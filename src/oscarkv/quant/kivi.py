@@ -11,7 +11,6 @@ import torch
 
 from ..errors import InputError
 from .format import QuantConfig, QuantizedRows, dequantize, quantize
-from ..errors import InputError
 
 
 def quantize_key_blocks(k: torch.Tensor, cfg: QuantConfig) -> QuantizedRows:

@@ -10,7 +10,6 @@ Math runs in float32 (float64 for float64 rows); the result has x's dtype.
 from __future__ import annotations
 
 import torch
-from ..errors import InputError
 
 from ..errors import InputError
 

@@ -27,7 +27,7 @@ from ...errors import InputError, StateError
 from ...kernels import decode_attention, write_kv
 from ...kernels.paged import DecodeMeta, MixedKVPool, WritePlan
 from ...kernels.reference import attend
-from ...quant import QuantConfig, QuantizedRows, dequantize, quantize, storage_dtype
+from ...quant import QuantConfig, QuantizedRows, dequantize, storage_dtype
 from ...rotation import rotate, unrotate
 
 ENV_ROTATIONS = "OSCAR_KV_ROTATIONS"
