@@ -42,15 +42,14 @@ def _load(model: str):
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
-def _check_data(source: str, what: str = "--data") -> None:
-    from ..data import SOURCES
+def _read_data(source: str, what: str = "--data") -> str:
+    """The text of ``source`` (a built-in source or a file), read once before the model loads: a missing,
+    empty or non-UTF-8 file is refused now, not after the load."""
+    from ..data import SOURCES, load_text
 
-    if source in SOURCES:
-        return
-    check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
-    from ..data import load_text
-
-    load_text(source)  # empty or not UTF-8: refused now, not after the model load
+    if source not in SOURCES:
+        check_input_file(source, f"{what}", hint=f"pass a UTF-8 text file or one of the built-in sources {', '.join(SOURCES)}")
+    return load_text(source)
 
 
 def _check_positions(config, *lengths: int, what: str = "--context") -> None:
@@ -128,11 +127,11 @@ def _load_rotations_file(path: str, what: str = "--rotations"):
     return RotationSet.load(path)
 
 
-def _calibration_ids(model: str, data: str, tokens: int):
-    """The first ``tokens`` tokens of ``data`` (refused when it has fewer), before the model loads."""
-    from ..data import load_text, token_ids
+def _calibration_ids(model: str, data: str, text: str, tokens: int):
+    """The first ``tokens`` tokens of ``text`` (from ``data``; refused when it has fewer), before the model loads."""
+    from ..data import token_ids
 
-    return token_ids(_peek_tokenizer(model), load_text(data), tokens, what=f"calibration text {data!r}")
+    return token_ids(_peek_tokenizer(model), text, tokens, what=f"calibration text {data!r}")
 
 
 def _calibrate(lm, ids, data: str, seq_len: int = 1024, **kw):
@@ -155,13 +154,13 @@ def cmd_calibrate(a) -> int:
         raise InputError(f"--out {out} should end in .safetensors (the rotation file format)")
     check_output_path(out, "--out")
     check_distinct_paths({"--out": out}, {"--data": a.data})
-    _check_data(a.data)
+    text = _read_data(a.data)
     if a.composition not in COMPOSITIONS:
         raise InputError(f"--composition {a.composition!r} is unknown; choose from {', '.join(COMPOSITIONS)}")
     config = _peek_config(a.model)
     _check_group_size(config, a.group_size)
     _check_calib_tokens(config, a.tokens)
-    ids = _calibration_ids(a.model, a.data, a.tokens)
+    ids = _calibration_ids(a.model, a.data, text, a.tokens)
     lm = _load(a.model)
     plus = getattr(a, "plus", False)
     rs = _calibrate(lm, ids, a.data, a.seq_len, composition=a.composition, group_size=a.group_size,
@@ -199,7 +198,7 @@ def _eval_table(lm, ids, methods, rotations, context, sequences, score_from, pee
 
 
 def cmd_eval(a) -> int:
-    from ..data import load_text, token_ids
+    from ..data import token_ids
     from ..eval.report import format_table, plot_error_vs_bits, write_json
     from ..methods import parse_methods
 
@@ -239,7 +238,7 @@ def cmd_eval(a) -> int:
         for flag, given in (("--plot", a.plot), ("--peers", peers)):
             if given:
                 raise InputError(f"{flag} applies to --task ppl only, not to --task passkey")
-    _check_data(a.data)  # ppl: the scored text; passkey: the haystack
+    text = _read_data(a.data)  # ppl: the scored text; passkey: the haystack
     rot = _load_rotations_file(a.rotations) if a.rotations else None
     plus_path = getattr(a, "plus_rotations", None)
     plus = _load_rotations_file(plus_path, "--plus-rotations") if plus_path else None
@@ -256,18 +255,18 @@ def cmd_eval(a) -> int:
     if a.task == "ppl":  # enough text for --sequences x --context: refused now, not after the load
         from ..eval.harness import windows
 
-        ids = token_ids(_peek_tokenizer(a.model), load_text(a.data), what=f"evaluation text {a.data!r}")
+        ids = token_ids(_peek_tokenizer(a.model), text, what=f"evaluation text {a.data!r}")
         windows(ids, a.context, a.sequences)
     else:  # every prompt fits its length and the haystack: refused now, not after the load
         from ..eval.passkey import make_prompts
 
-        make_prompts(_peek_tokenizer(a.model), load_text(a.data), a.lengths, tuple(a.depths), a.trials)
+        prompts = make_prompts(_peek_tokenizer(a.model), text, a.lengths, tuple(a.depths), a.trials)
     lm = _load(a.model)
     if a.task == "passkey":
         from ..eval.passkey import run_passkey, format_passkey
 
         res = run_passkey(lm, methods, rot, lengths=a.lengths, depths=tuple(a.depths), trials=a.trials,
-                          haystack=load_text(a.data))
+                          haystack=text, prompts=prompts)
         res = {"model": lm.model_id, **res}
         print(format_passkey(res))
     else:

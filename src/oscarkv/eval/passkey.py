@@ -147,14 +147,16 @@ def make_prompts(tok, haystack=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9
 
 def run_passkey(lm, methods, rotations=None, lengths=(1024, 2048), depths=(0.1, 0.5, 0.9), trials: int = 2,
                 chunk: int = 512, fmt: str = DEFAULT_FORMAT, seed: int = 0, haystack=None,
-                max_new_tokens: int = 8, progress: bool = True) -> dict:
+                max_new_tokens: int = 8, progress: bool = True, prompts=None) -> dict:
     """Accuracy per (method, length) over depths x trials prompts (the same prompts for every method).
 
     ``lm``: anything with ``.model`` and ``.tokenizer`` (``models.LoadedModel``). ``haystack``: token
-    ids or text; default the pydoc-eval text.
+    ids or text; default the pydoc-eval text. ``prompts``: the ``make_prompts`` result for these
+    arguments when the caller already built it (the CLI does, before the model loads).
     """
     model, tok = lm.model, lm.tokenizer
-    prompts = make_prompts(tok, haystack, lengths, depths, trials, fmt, seed)
+    if prompts is None:
+        prompts = make_prompts(tok, haystack, lengths, depths, trials, fmt, seed)
     rows, details = [], []
     bar = tqdm(total=len(prompts) * len(methods), desc="passkey", unit="prompt", disable=not progress)
     for m in methods:
