@@ -118,6 +118,11 @@ class CalibrationStats:
 KEY_WEIGHTINGS = ("uniform", "attention")
 
 
+def _check_key_weighting(key_weighting: str) -> None:
+    if key_weighting not in KEY_WEIGHTINGS:
+        raise InputError(f"key_weighting must be one of {KEY_WEIGHTINGS}, got {key_weighting!r}")
+
+
 def default_windows() -> tuple[int, int, int]:
     """The serving default (sink, recent, page) of ``methods.KVMethod``."""
     from ..methods import KVMethod
@@ -224,7 +229,6 @@ def collect_stats(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sa
     )
 
 
-
 def build_rotations(*args, **kwargs) -> RotationSet:
     """A RotationSet from collected statistics (see ``_build_rotations``). Runs on one thread: its work is
     many small eigh / elementwise ops, measured 3-80x faster single-threaded on the shared 2-core box
@@ -263,8 +267,7 @@ def _build_rotations(
     t0 = time.perf_counter()
     quant = QuantConfig(bits, group_size, None, scale_dtype)
     grid = _check_recipe(stats.dims.head_dim, composition, levels, quant, clip_grid)
-    if key_weighting not in KEY_WEIGHTINGS:
-        raise InputError(f"key_weighting must be one of {KEY_WEIGHTINGS}, got {key_weighting!r}")
+    _check_key_weighting(key_weighting)
     kcq = stats.key_cq(key_weighting)
     rows = _SampleRows(stats, center)
     k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale, kcq)
@@ -441,8 +444,7 @@ def calibrate(model, input_ids, seq_len: int = 1024, batch_size: int = 1, sample
     a = inspect.signature(_build_rotations).bind(None, **recipe)  # an unknown keyword fails here
     a.apply_defaults()
     a = a.arguments
-    if a["key_weighting"] not in KEY_WEIGHTINGS:
-        raise InputError(f"key_weighting must be one of {KEY_WEIGHTINGS}, got {a['key_weighting']!r}")
+    _check_key_weighting(a["key_weighting"])  # before the statistics pass
     _check_recipe(attention_dims(model, power_of_two=True).head_dim, a["composition"], a["levels"],
                   QuantConfig(a["bits"], a["group_size"], None, a["scale_dtype"]), a["clip_grid"])
     stats = collect_stats(model, input_ids, seq_len, batch_size, sample_tokens, progress, seed,

@@ -50,8 +50,6 @@ def storage_dtype(name_or_dtype) -> torch.dtype:
         ) from None
 
 
-
-
 @dataclass(frozen=True)
 class QuantConfig:
     """How one KV tensor (K or V) is quantized.
