@@ -286,9 +286,9 @@ _SIBLINGS = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj"
 
 def fuse_projections(model) -> int:
     """Replace each decoder layer's q/k/v_proj (and gate/up_proj) by ``FusedSiblingLinear`` over one
-    concatenated weight. Outputs equal the separate projections up to GEMM rounding. Call it after the
-    model is on its device and dtype (``.to()`` afterwards would copy the views apart), before
-    ``enable_oscar_attention``; undo with ``unfuse_projections``. Returns the number of groups fused.
+    concatenated weight. Outputs equal the separate projections up to GEMM rounding. Call it before
+    ``enable_oscar_attention`` (``model.to(...)`` afterwards converts each group's fused weight once,
+    ``FusedSiblingLinear._apply``); undo with ``unfuse_projections``. Returns the number of groups fused.
     Modules without plain ``nn.Linear`` siblings (or with some biases but not all) are left as they are."""
     n = 0
     for layer in model.modules():
