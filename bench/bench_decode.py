@@ -58,13 +58,19 @@ def log(*a):
 
 
 # ---------------------------------------------------------------------------------------------- timing
-def time_calls(fns, reps=30, warmup=3):
-    """Median seconds per call of the sequence ``fns`` (a list of zero-arg callables), graph-replayed."""
+def time_calls(fns, reps=30, warmup=3, min_calls=32):
+    """Median seconds per call of the sequence ``fns`` (a list of zero-arg callables), graph-replayed.
+
+    The graph repeats the sequence until it holds at least ``min_calls`` calls, so the replay's own launch
+    latency (the GPU idles between the start event and the first kernel while the host submits the graph)
+    is spread over many calls, as it is in a model's captured decode step. Repeating the sequence keeps
+    each call on different memory than the one before it (the copies cover >= 3x L2)."""
     if SMOKE:
         t = time.perf_counter()
         for f in fns:
             f()
         return (time.perf_counter() - t) / len(fns)
+    fns = list(fns) * -(-min_calls // len(fns))
     for f in fns:  # compile / allocate outside capture
         f()
     torch.cuda.synchronize()
@@ -163,9 +169,9 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3, 4), split_scale=None, probe=False):
-    """Ours: the CUDA kernel (best of ``variants``; ``split_scale`` multiplies the planned INT2 split count)
-    or the Triton fallback."""
+def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=False):
+    """Ours: the CUDA kernel (best of ``variants``, None = the default rule of ``CudaDecodeConfig``;
+    ``split_scale`` multiplies the planned INT2 split count) or the Triton fallback."""
     nbytes = int2_bytes(B, L)
     R = copies_for(nbytes)
     pool, metas = make_mixed(B, L, R, dev, "tile16" if backend == "cuda" else "logical")
@@ -184,7 +190,7 @@ def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3, 4), split_scale=None, p
             else:
                 t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
             if best is None or t < best[0]:
-                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=var))
+                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant))
         t, extra = best
     else:
         cfg = TritonDecodeConfig(ctas_per_sm=4)
@@ -192,6 +198,35 @@ def bench_ours(B, L, dev, backend, variants=(0, 1, 2, 3, 4), split_scale=None, p
         extra = {}
     del pool, metas
     return t, nbytes, extra
+
+
+def bench_diag(B, L, dev, variant):
+    """Where the fixed cost of a call goes (issue 7): the same launch with the INT2 tier and / or the BF16
+    tier emptied (lens 0, same grid), and with one hp tile per warp. Returns {label: us}."""
+    from dataclasses import replace
+
+    R = copies_for(int2_bytes(B, L))
+    pool, metas = make_mixed(B, L, R, dev, "tile16")
+    q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    cfg = CudaDecodeConfig(variant=variant)
+    plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
+
+    def timed(ms, ps=None):
+        ps = ps or plans
+        return time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(ms, ps)]) * 1e6
+
+    z = lambda t: torch.zeros_like(t)  # noqa: E731
+    res = {"splits": f"{plans[0].n_hp}+{plans[0].n_int2}", "full": timed(metas),
+           "no_int2": timed([replace(m, int2_lens=z(m.int2_lens)) for m in metas]),
+           "no_hp": timed([replace(m, hp_lens=z(m.hp_lens)) for m in metas]),
+           "empty": timed([replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas])}
+    cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=1)
+    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
+    res["hp1_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
+    res["hp_tiles_per_warp_1"] = timed(metas, p1)
+    del pool, metas
+    return res
 
 
 def bench_sdpa(B, L, dev, which):
@@ -310,7 +345,12 @@ def main():
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
+    ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
+    ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
+    ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
+    ap.add_argument("--probe-variants", default="4,5")
+    ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--append-batches", default="1,8,32,256")
     ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
                     "(default off: each timed call then pays its full launch latency); append is timed both ways")
@@ -342,9 +382,10 @@ def main():
     dump()
     if a.sweep and not SMOKE:
         sw = []
-        for L, B in [(131072, 1), (32768, 1), (131072, 32), (16384, 8)]:
-            for var in (0, 1, 2, 3, 4):
-                for sc in (0.5, 1.0, 2.0):
+        for pt in a.sweep_points.split(","):
+            L, B = (int(x) for x in pt.split("x"))
+            for var in (int(x) for x in a.sweep_variants.split(",")):
+                for sc in (float(x) for x in a.sweep_scales.split(",")):
                     t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
                     sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
                     log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
@@ -354,7 +395,7 @@ def main():
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
         pr = []
         for L, B in [(131072, 1), (131072, 32)]:
-            for var in (1, 2, 4):
+            for var in (int(x) for x in a.probe_variants.split(",")):
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
                 tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
                 pr.append(dict(L=L, B=B, variant=var, full_us=tf * 1e6, loads_only_us=tp * 1e6, bytes=nb,
@@ -363,6 +404,17 @@ def main():
                     f"{tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)")
                 torch.cuda.empty_cache()
         res["probe"] = pr
+        dump()
+    if a.diag and not SMOKE:
+        dg = []
+        for pt in a.diag.split(","):
+            lb, var = pt.split(":")
+            L, B = (int(x) for x in lb.split("x"))
+            r = dict(L=L, B=B, variant=int(var), **bench_diag(B, L, dev, int(var)))
+            dg.append(r)
+            log("diag " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
+            torch.cuda.empty_cache()
+        res["diag"] = dg
         dump()
     fi = not a.no_flashinfer and not SMOKE
     if fi:

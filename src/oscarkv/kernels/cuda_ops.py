@@ -157,15 +157,20 @@ class CudaDecodeConfig:
 
     variant:         how deep each warp's cp.async shared-memory ring of INT2 tiles is, and the CTA size:
                      0 = 4 tiles, 1 = 8, 2 = 6, 3 = 10 with 4 warps per CTA (4 CTAs/SM, 3 for variant 3 at
-                     head_dim 128); 4 = 4 tiles with 8 warps per CTA (2 CTAs/SM: half the splits).
+                     head_dim 128); 4 = 4 tiles, 7 = 8 tiles with 8 warps per CTA (2 CTAs/SM: half the
+                     splits); 5 = 4 tiles, 6 = 8 tiles with 16 warps per CTA (1 CTA/SM: a quarter of the
+                     splits, so the last CTA merges fewer partial results).
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
+    hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
+                     (the hp tier has no load pipeline: each tile a warp takes costs one memory latency).
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
+    hp_tiles_per_warp: int = 2
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
@@ -212,11 +217,13 @@ class DecodePlan:
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         bh = batch * num_kv_heads
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
-        max_ns = warps * 8 * head_dim // self.group  # the in-kernel merge keeps NS * group weights in shared memory
+        # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
+        max_ns = warps * (8 * head_dim - 128) // self.group
         if n_hp_splits is None:
-            # ~2 hp tiles per warp; one split when the batch alone fills the GPU
+            # ~hp_tiles_per_warp hp tiles per warp; one split when the batch alone fills the GPU
+            per_warp = max(1, self.config.hp_tiles_per_warp)
             n_hp_splits = 0 if hp_tiles == 0 else (
-                1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // (2 * warps)), -(-cap // bh))))
+                1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-cap // bh))))
         if n_int2_splits is None:
             n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns, warps)
         if n_hp_splits + n_int2_splits == 0:

@@ -219,10 +219,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const bool hp = split < p.n_hp;
   pdl_begin();
   // one static buffer: the cp.async ring during the loop, then the per-warp partial outputs
+  // (dynamic: decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
-  constexpr int RING_BYTES = NWARP * STAGES * TB;
-  constexpr int EPI_BYTES = NWARP * 8 * D * 4;
-  __shared__ __align__(16) uint8_t smem_raw[RING_BYTES > EPI_BYTES ? RING_BYTES : EPI_BYTES];
+  extern __shared__ __align__(16) uint8_t smem_raw[];
 
   const T* qrow = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (g < G ? g : 0)) * p.q_sh;
   // final per-lane state of either tier: output rows (dims 16 mt + g (+8)) for heads 2t, 2t + 1, not yet
@@ -256,6 +255,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int32_t* table = p.hp_table + b * p.hp_table_s;
     const T* khp = reinterpret_cast<const T*>(p.k_hp);
     const T* vhp = reinterpret_cast<const T*>(p.v_hp);
+    // The hp tier has no load pipeline; so that each of a warp's tiles does not pay a memory latency or two
+    // (K, then V after the scores), all its tiles' K and V rows are first prefetched into L2 (lanes 0..15:
+    // K rows, 16..31: V rows; 128-byte lines). Issue 7: part of the batch-1 fixed cost.
+    for (int tile = t0 + warp; tile < t1; tile += NWARP) {
+      const int64_t base = (int64_t)table[tile] * p.h_sblk + (int64_t)kvh * p.h_sh;
+      const T* row = (lane < 16 ? khp : vhp) + base + (lane & 15) * p.h_srow;
+#pragma unroll
+      for (int c = 0; c < D / 64; c++) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + 64 * c));
+    }
     for (int tile = t0 + warp; tile < t1; tile += NWARP) {
       const int64_t base = (int64_t)table[tile] * p.h_sblk + (int64_t)kvh * p.h_sh;
       const int valid = len - tile * kTile;  // rows < valid are real tokens
@@ -623,11 +631,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   if (!sm_last) return;
   __threadfence();
   // merge, parallel over splits: weights w[s][h] = 2^(lse - max) / sum (in shared memory, reusing sm_o;
-  // the plan keeps NS * G <= NWARP * 8 * D), then each thread sums float4 outputs over the splits.
+  // the plan keeps NS * G <= NWARP * (8 D - 128)), then the threads sum float4 outputs over the splits. When
+  // a CTA has more threads than float4 outputs (G * D / 4), ngrp thread groups take every ngrp-th split and
+  // add their partial sums through shared memory (the last NWARP * 128 floats of sm_o): fewer dependent L2
+  // round trips per thread (issue 7, batch-1 fixed cost).
+  constexpr int NT = NWARP * 32;
   float* w = &sm_o[0][0][0];
+  float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
   const float* obase = p.o_part + (int64_t)bh * NS * G * D;
   const float* lbase = p.lse_part + (int64_t)bh * NS * G;
-  for (int i = threadIdx.x; i < NS * G; i += NWARP * 32) w[i] = __ldcg(lbase + i);
+  for (int i = threadIdx.x; i < NS * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
   for (int h = warp; h < G; h += NWARP) {
     float mx = -INFINITY;
@@ -647,30 +660,55 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
   __syncthreads();
   T* out = reinterpret_cast<T*>(p.out);
-  for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
+  const int nitem = G * D / 4;
+  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NS);
+  const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
+  const int grp = threadIdx.x / per;
+  auto store = [&](int i4, float4 acc) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    // 16 loads in flight per thread (the partials sit in L2; latency, not bandwidth, bounds this loop)
-    for (int s0 = 0; s0 < NS; s0 += 16) {
-      float4 o[16];
-#pragma unroll
-      for (int j = 0; j < 16; j++)
-        if (s0 + j < NS) o[j] = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)(s0 + j) * G + h) * D + d));
-#pragma unroll
-      for (int j = 0; j < 16; j++)
-        if (s0 + j < NS) {
-          const float wt = w[(s0 + j) * G + h];  // 0 for empty splits, whose partial is 0
-          acc.x += wt * o[j].x;
-          acc.y += wt * o[j].y;
-          acc.z += wt * o[j].z;
-          acc.w += wt * o[j].w;
-        }
-    }
     T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
     dst[0] = M::from_float(acc.x);
     dst[1] = M::from_float(acc.y);
     dst[2] = M::from_float(acc.z);
     dst[3] = M::from_float(acc.w);
+  };
+  if (grp < ngrp) {
+    for (int i4 = threadIdx.x % per; i4 < nitem; i4 += per) {
+      const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      // up to 8 loads in flight per thread (the partials sit in L2; latency, not bandwidth, bounds this loop)
+      for (int s0 = grp; s0 < NS; s0 += 8 * ngrp) {
+        float4 o[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (s0 + j * ngrp < NS) o[j] = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)(s0 + j * ngrp) * G + h) * D + d));
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (s0 + j * ngrp < NS) {
+            const float wt = w[(s0 + j * ngrp) * G + h];  // 0 for empty splits, whose partial is 0
+            acc.x += wt * o[j].x;
+            acc.y += wt * o[j].y;
+            acc.z += wt * o[j].z;
+            acc.w += wt * o[j].w;
+          }
+      }
+      if (ngrp == 1) store(i4, acc);
+      else red[grp * nitem + i4] = acc;
+    }
+  }
+  if (ngrp > 1) {
+    __syncthreads();
+    if (threadIdx.x < nitem) {
+      float4 acc = red[threadIdx.x];
+      for (int r = 1; r < ngrp; r++) {
+        const float4 o = red[r * nitem + threadIdx.x];
+        acc.x += o.x;
+        acc.y += o.y;
+        acc.z += o.z;
+        acc.w += o.w;
+      }
+      store(threadIdx.x, acc);
+    }
   }
   if (threadIdx.x == 0) p.counters[bh] = 0;
 }
@@ -829,11 +867,11 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
 
 // launch with (pdl = 1) or without the programmatic-dependent-launch attribute
 template <typename... A>
-int launch(void (*kernel)(A...), dim3 grid, dim3 block, cudaStream_t stream, int pdl, A... args) {
+int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int pdl, A... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -844,10 +882,29 @@ int launch(void (*kernel)(A...), dim3 grid, dim3 block, cudaStream_t stream, int
   return e != cudaSuccess ? (int)e : (int)cudaGetLastError();
 }
 
+// dynamic shared memory of a decode CTA: the cp.async ring (NWARP x STAGES tiles) or, after the loop, the
+// per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger
+template <int D, int NWARP, int STAGES>
+constexpr int decode_smem_bytes() {
+  return NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128) : NWARP * 8 * D * 4;
+}
+
+// opt in to more than 48 KB of dynamic shared memory (once per instantiation; not a stream operation, so
+// also fine while a CUDA graph is being captured)
+template <typename T, int D, int NWARP, int MINB, int STAGES>
+int decode_prepare() {
+  static int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             decode_smem_bytes<D, NWARP, STAGES>());
+  return err;
+}
+
 template <typename T, int D, int NWARP, int MINB, int STAGES>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES>, grid, dim3(NWARP * 32), stream, pdl, p);
+  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES>, grid, dim3(NWARP * 32),
+                (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, p);
 }
 
 template <typename T, int D, int NWARP, int MINB, int STAGES>
@@ -858,7 +915,9 @@ int warps_per_cta() {
 template <typename T, int D, int NWARP, int MINB, int STAGES>
 int occupancy() {
   int n = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32, 0);
+  if (decode_prepare<T, D, NWARP, MINB, STAGES>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32,
+                                                decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
 
@@ -877,7 +936,13 @@ int occupancy() {
   if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6>ARGS;     \
   if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;     \
   if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4>ARGS;    \
-  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4>ARGS;
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4>ARGS;     \
+  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4>ARGS;   \
+  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4>ARGS;     \
+  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8>ARGS;   \
+  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8>ARGS;     \
+  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8>ARGS;    \
+  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
@@ -911,10 +976,10 @@ extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void
   const int page_ctas = p->do_pages ? 2 * p->n_pages : 0;
   if (row_ctas + page_ctas == 0) return 0;
   dim3 grid(row_ctas + page_ctas, p->hkv), block(kAppendWarps * 32);
-  if (dtype == 0 && head_dim == 128) return launch(append_kernel<__nv_bfloat16, 128>, grid, block, s, pdl, *p);
-  if (dtype == 0 && head_dim == 64) return launch(append_kernel<__nv_bfloat16, 64>, grid, block, s, pdl, *p);
-  if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128>, grid, block, s, pdl, *p);
-  if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64>, grid, block, s, pdl, *p);
+  if (dtype == 0 && head_dim == 128) return launch(append_kernel<__nv_bfloat16, 128>, grid, block, 0, s, pdl, *p);
+  if (dtype == 0 && head_dim == 64) return launch(append_kernel<__nv_bfloat16, 64>, grid, block, 0, s, pdl, *p);
+  if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128>, grid, block, 0, s, pdl, *p);
+  if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64>, grid, block, 0, s, pdl, *p);
   return -1;
 }
 
