@@ -58,7 +58,7 @@ def log(*a):
 
 
 # ---------------------------------------------------------------------------------------------- timing
-def time_calls(fns, reps=30, warmup=3, min_calls=32):
+def time_calls(fns, reps=30, warmup=3, min_calls=int(os.environ.get("BENCH_MIN_CALLS", "32"))):
     """Median seconds per call of the sequence ``fns`` (a list of zero-arg callables), graph-replayed.
 
     The graph repeats the sequence until it holds at least ``min_calls`` calls, so the replay's own launch
@@ -221,10 +221,14 @@ def bench_diag(B, L, dev, variant):
            "no_int2": timed([replace(m, int2_lens=z(m.int2_lens)) for m in metas]),
            "no_hp": timed([replace(m, hp_lens=z(m.hp_lens)) for m in metas]),
            "empty": timed([replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas])}
-    cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=1)
-    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
-    res["hp1_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
-    res["hp_tiles_per_warp_1"] = timed(metas, p1)
+    for hpw in (1, 2):
+        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw)
+        p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
+        res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
+        res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
+    # launch + prologue + epilogue without a merge worth the name: one split per tier, nothing cached
+    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
+    res["empty_1+1_splits"] = timed([replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas], p1)
     del pool, metas
     return res
 

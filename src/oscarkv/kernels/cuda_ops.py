@@ -31,9 +31,10 @@ _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
           "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a"]
 _LIB = None
 # Programmatic dependent launch (Hopper): the decode and append kernels may be scheduled while the previous
-# kernel of the stream finishes (they wait for it before touching memory), hiding launch latency. Off by
-# default until measured on the GPU (OSCARKV_PDL=1 turns it on; bench_decode.py times append both ways).
-USE_PDL = os.environ.get("OSCARKV_PDL", "0") == "1"
+# kernel of the stream finishes (they wait for it before touching memory), hiding launch latency. On by
+# default since the 2026-12-03 (fourth session) H200 run: decode 0.5-2 us faster per batch-1 call, append
+# 1.92 -> 1.54 us per step (BENCHMARKS.md); OSCARKV_PDL=0 turns it off.
+USE_PDL = os.environ.get("OSCARKV_PDL", "1") != "0"
 
 
 class CudaKernelUnavailable(StateError):
@@ -164,13 +165,16 @@ class CudaDecodeConfig:
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
-                     (the hp tier has no load pipeline: each tile a warp takes costs one memory latency).
+                     (the hp tier has no load pipeline: each tile a warp takes costs a memory latency).
+                     None: 1 while the INT2 tier is short (<= 1024 tiles, 16K tokens: the hp tier is then
+                     the critical path, 13.5 -> 10.4 us at 4K batch 1), else 2 (more hp splits would
+                     take CTAs from the INT2 tier; H200 diagnosis, 2026-12-03 fourth session).
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
-    hp_tiles_per_warp: int = 2
+    hp_tiles_per_warp: int | None = None
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
@@ -221,7 +225,7 @@ class DecodePlan:
         max_ns = warps * (8 * head_dim - 128) // self.group
         if n_hp_splits is None:
             # ~hp_tiles_per_warp hp tiles per warp; one split when the batch alone fills the GPU
-            per_warp = max(1, self.config.hp_tiles_per_warp)
+            per_warp = self.config.hp_tiles_per_warp or (1 if i2_tiles <= 1024 else 2)
             n_hp_splits = 0 if hp_tiles == 0 else (
                 1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-cap // bh))))
         if n_int2_splits is None:

@@ -620,26 +620,44 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     opart[idx] = L != 0.f ? O / L : 0.f;
     if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
   }
-  // ---- the last CTA of this (batch, KV head) merges all splits (threadFenceReduction pattern)
-  __threadfence();
+  // ---- the last CTA of this (batch, KV head) merges all splits. Arrival: one acq_rel atomic by thread 0
+  // after the CTA barrier (release: the CTA's partial writes, ordered before it by the barrier, are visible
+  // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
+  // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
   __syncthreads();
   if (threadIdx.x == 0) {
-    const int prev = atomicAdd(p.counters + bh, 1);
+    int prev;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
     sm_last = prev == NS - 1;
   }
   __syncthreads();
   if (!sm_last) return;
-  __threadfence();
-  // merge, parallel over splits: weights w[s][h] = 2^(lse - max) / sum (in shared memory, reusing sm_o;
-  // the plan keeps NS * G <= NWARP * (8 D - 128)), then the threads sum float4 outputs over the splits. When
-  // a CTA has more threads than float4 outputs (G * D / 4), ngrp thread groups take every ngrp-th split and
-  // add their partial sums through shared memory (the last NWARP * 128 floats of sm_o): fewer dependent L2
-  // round trips per thread (issue 7, batch-1 fixed cost).
+  // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
+  // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
+  // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits) together with the
+  // LSE loads, so both come back in one L2 round trip; the weights w[s][h] = 2^(lse - max) / sum are then
+  // computed in shared memory (sm_o's first NS * G floats; the plan keeps NS * G <= NWARP * (8 D - 128)).
   constexpr int NT = NWARP * 32;
+  constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
   const float* obase = p.o_part + (int64_t)bh * NS * G * D;
   const float* lbase = p.lse_part + (int64_t)bh * NS * G;
+  const int nitem = G * D / 4;
+  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NS);
+  const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
+  const int grp = threadIdx.x / per;
+  const int item0 = threadIdx.x % per;
+  const bool active = grp < ngrp && item0 < nitem;
+  auto opart_at = [&](int s, int i4) {
+    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
+  };
+  float4 o[KF];
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < KF; j++)
+      if (grp + j * ngrp < NS) o[j] = opart_at(grp + j * ngrp, item0);
+  }
   for (int i = threadIdx.x; i < NS * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
   for (int h = warp; h < G; h += NWARP) {
@@ -660,10 +678,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
   __syncthreads();
   T* out = reinterpret_cast<T*>(p.out);
-  const int nitem = G * D / 4;
-  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NS);
-  const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
-  const int grp = threadIdx.x / per;
   auto store = [&](int i4, float4 acc) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
     T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
@@ -672,25 +686,32 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     dst[2] = M::from_float(acc.z);
     dst[3] = M::from_float(acc.w);
   };
-  if (grp < ngrp) {
-    for (int i4 = threadIdx.x % per; i4 < nitem; i4 += per) {
-      const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+  auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
+    acc.x += wt * v.x;
+    acc.y += wt * v.y;
+    acc.z += wt * v.z;
+    acc.w += wt * v.w;
+  };
+  if (active) {
+    for (int i4 = item0; i4 < nitem; i4 += per) {
+      const int h = (i4 * 4) / D;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      // up to 8 loads in flight per thread (the partials sit in L2; latency, not bandwidth, bounds this loop)
-      for (int s0 = grp; s0 < NS; s0 += 8 * ngrp) {
-        float4 o[8];
+      int s0 = grp;
+      if (i4 == item0) {  // the loads issued before the weights
+#pragma unroll
+        for (int j = 0; j < KF; j++)
+          if (grp + j * ngrp < NS) addw(acc, w[(grp + j * ngrp) * G + h], o[j]);
+        s0 = grp + KF * ngrp;
+      }
+      // further splits (or further items when G * D / 4 > NT), up to 8 loads in flight
+      for (; s0 < NS; s0 += 8 * ngrp) {
+        float4 v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NS) o[j] = __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)(s0 + j * ngrp) * G + h) * D + d));
+          if (s0 + j * ngrp < NS) v[j] = opart_at(s0 + j * ngrp, i4);
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NS) {
-            const float wt = w[(s0 + j * ngrp) * G + h];  // 0 for empty splits, whose partial is 0
-            acc.x += wt * o[j].x;
-            acc.y += wt * o[j].y;
-            acc.z += wt * o[j].z;
-            acc.w += wt * o[j].w;
-          }
+          if (s0 + j * ngrp < NS) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
       }
       if (ngrp == 1) store(i4, acc);
       else red[grp * nitem + i4] = acc;
@@ -700,13 +721,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     __syncthreads();
     if (threadIdx.x < nitem) {
       float4 acc = red[threadIdx.x];
-      for (int r = 1; r < ngrp; r++) {
-        const float4 o = red[r * nitem + threadIdx.x];
-        acc.x += o.x;
-        acc.y += o.y;
-        acc.z += o.z;
-        acc.w += o.w;
-      }
+      for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nitem + threadIdx.x]);
       store(threadIdx.x, acc);
     }
   }
