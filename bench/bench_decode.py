@@ -350,7 +350,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
-    ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7,8,9,10")
+    ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
     ap.add_argument("--probe-variants", default="4,5")

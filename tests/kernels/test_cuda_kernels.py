@@ -65,7 +65,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
-@pytest.mark.parametrize("variant", list(range(11)))
+@pytest.mark.parametrize("variant", list(range(8)))
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_gqa_and_head_dims(G, d, variant):
@@ -81,11 +81,11 @@ def test_cuda_decode_randomized_shapes():
         kw = {}
         if i % 3 == 1:
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
-        kw["config"] = CudaDecodeConfig(variant=i % 11)
+        kw["config"] = CudaDecodeConfig(variant=i % 8)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 
-@pytest.mark.parametrize("variant", [0, 4, 5, 8])
+@pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 8])
 def test_cuda_decode_many_splits_merge(G, variant):
     """The last CTA's merge with many splits: thread groups over the splits (16-warp CTAs, small G) and more

@@ -160,9 +160,9 @@ class CudaDecodeConfig:
                      0 = 4 tiles, 1 = 8, 2 = 6, 3 = 10 with 4 warps per CTA (4 CTAs/SM, 3 for variant 3 at
                      head_dim 128); 4 = 4 tiles, 7 = 8 tiles with 8 warps per CTA (2 CTAs/SM: half the
                      splits); 5 = 4 tiles, 6 = 8 tiles with 16 warps per CTA (1 CTA/SM: a quarter of the
-                     splits, so the last CTA merges fewer partial results); 8, 9, 10 = two tiles per loop
-                     step (both tiles' score MMAs in flight before either softmax) with a 6-deep ring and
-                     8, 4, 16 warps per CTA.
+                     splits, so the last CTA merges fewer partial results). (Two tiles per loop step,
+                     both tiles' score MMAs before either softmax, was measured slower at every shape and
+                     removed: BENCHMARKS.md, fourth session.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.

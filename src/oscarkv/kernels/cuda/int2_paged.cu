@@ -204,7 +204,7 @@ __device__ __forceinline__ void pdl_begin() {
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 constexpr int kFlush = 16;     // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, bool PAIR>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -475,8 +475,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       for (int i = 0; i < 4; i++) S[i] = s0[i] + s1[i];
     };
     // softmax and output of tile k with scores S
-    // exact logits c = ks S + kz QS of tile x (the pair path computes them before the other tile's softmax,
-    // so that the tile's K scale / zero need not stay in registers)
+    // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const Tile& x, const float S[4], float c[4]) {
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       c[0] = fmaf(ks0, S[0], kz0 * qs0);
@@ -484,36 +483,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       c[2] = fmaf(ks1, S[2], kz1 * qs0);
       c[3] = fmaf(ks1, S[3], kz1 * qs1);
     };
-    // softmax and output of tile k: from the scores S (HAVE_LOGITS false) or the logits (true)
-    auto finish = [&](auto have_logits, int k, const Tile& x, const float S[4]) {
-      constexpr bool HAVE_LOGITS = decltype(have_logits)::value;
-      // logits relative to the running max: e = ks S + kz QS - m (tokens g, g + 8 x heads 2t, 2t + 1)
+    // softmax and output of tile k with scores S
+    auto finish = [&](int k, const Tile& x, const float S[4]) {
+      // logits relative to the running max: e = ks S + kz QS - m
+      const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       float e[4];
-      if constexpr (HAVE_LOGITS) {
-        e[0] = S[0] - m0;
-        e[1] = S[1] - m1;
-        e[2] = S[2] - m0;
-        e[3] = S[3] - m1;
-      } else {
-        const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
-        e[0] = fmaf(ks0, S[0], fmaf(kz0, qs0, -m0));
-        e[1] = fmaf(ks0, S[1], fmaf(kz0, qs1, -m1));
-        e[2] = fmaf(ks1, S[2], fmaf(kz1, qs0, -m0));
-        e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
-      }
+      e[0] = fmaf(ks0, S[0], fmaf(kz0, qs0, -m0));
+      e[1] = fmaf(ks0, S[1], fmaf(kz0, qs1, -m1));
+      e[2] = fmaf(ks1, S[2], fmaf(kz1, qs0, -m0));
+      e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
       uint32_t vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
       if (__any_sync(0xffffffffu, k == partial_k || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
         // slow path (warp-uniform): exact logits, mask of the partial tile, new running max, rescale, and
         // fold the V offset into acc
         float c[4];
-        if constexpr (HAVE_LOGITS) {
-          c[0] = S[0];
-          c[1] = S[1];
-          c[2] = S[2];
-          c[3] = S[3];
-        } else {
-          logits(x, S, c);
-        }
+        logits(x, S, c);
         if (k == partial_k) {
           const int valid = len - lastt * kTile;
           if (g >= valid) c[0] = c[1] = -INFINITY;
@@ -588,41 +572,13 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       } else {
         float S[4];
         scores(x, S);
-        finish(std::false_type{}, k, x, S);
+        finish(k, x, S);
       }
     };
     // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
     int ta = tbl(lane), tb = tbl(32 + lane);
 #pragma unroll
     for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
-    // PAIR: two tiles per step, both tiles' scores first (two independent MMA chains in flight, issue 7: the
-    // H200 profile of the batch-1 loop shows warps stalled on fixed-latency dependencies, 4 warps per
-    // scheduler at 128 registers), then each tile's softmax and output in order.
-    auto nx = [&](int k, int kc) {  // block id of issue index k + STAGES within the chunk of 32 starting at kc
-      const int i = k - kc + STAGES;
-      const int a = __shfl_sync(0xffffffffu, ta, i & 31), bb = __shfl_sync(0xffffffffu, tb, i & 31);
-      return i < 32 ? a : bb;
-    };
-    auto loop_pairs = [&]() {
-      for (int kc = 0; kc < nmine; kc += 32) {
-        const int e2 = min(kc + 32, nmine);
-        int k = kc;
-        for (; k + 1 < e2; k += 2) {
-          const Tile xa = fetch(k, nx(k, kc));
-          const Tile xb = fetch(k + 1, nx(k + 1, kc));
-          float Sa[4], Sb[4], ca[4], cb[4];
-          scores(xa, Sa);
-          scores(xb, Sb);
-          logits(xa, Sa, ca);
-          logits(xb, Sb, cb);
-          finish(std::true_type{}, k, xa, ca);
-          finish(std::true_type{}, k + 1, xb, cb);
-        }
-        if (k < e2) body(std::false_type{}, k, nx(k, kc));
-        ta = tb;
-        tb = tbl(kc + 64 + lane);
-      }
-    };
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         int k = kc;
@@ -634,7 +590,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     if (p.probe) loop(std::true_type{});
-    else if constexpr (PAIR) loop_pairs();
     else loop(std::false_type{});
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
@@ -978,32 +933,32 @@ constexpr int decode_smem_bytes() {
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation; not a stream operation, so
 // also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, bool PAIR>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int decode_prepare() {
-  static int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, PAIR>,
+  static int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              decode_smem_bytes<D, NWARP, STAGES>());
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, bool PAIR>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, PAIR>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES, PAIR>, grid, dim3(NWARP * 32),
+  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES>, grid, dim3(NWARP * 32),
                 (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, bool PAIR>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, bool PAIR>
+template <typename T, int D, int NWARP, int MINB, int STAGES>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, PAIR>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, PAIR>, NWARP * 32,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
@@ -1014,28 +969,22 @@ int occupancy() {
 // with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
 // occupancy). dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
-  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, false>ARGS;   \
-  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, false>ARGS;   \
-  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, false>ARGS;   \
-  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, false>ARGS;  \
-  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, false>ARGS;     \
-  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, false>ARGS;     \
-  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, false>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, false>ARGS;     \
-  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, false>ARGS;    \
-  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, false>ARGS;     \
-  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, false>ARGS;   \
-  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, false>ARGS;     \
-  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, false>ARGS;   \
-  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, false>ARGS;     \
-  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, false>ARGS;    \
-  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, false>ARGS;     \
-  if (head_dim == 128 && variant == 8) return F<T, 128, 8, 2, 6, true>ARGS;    \
-  if (head_dim == 64 && variant == 8) return F<T, 64, 8, 2, 6, true>ARGS;      \
-  if (head_dim == 128 && variant == 9) return F<T, 128, 4, 4, 6, true>ARGS;    \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 4, 4, 6, true>ARGS;      \
-  if (head_dim == 128 && variant == 10) return F<T, 128, 16, 1, 6, true>ARGS;  \
-  if (head_dim == 64 && variant == 10) return F<T, 64, 16, 1, 6, true>ARGS;
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;     \
+  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4>ARGS;    \
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4>ARGS;     \
+  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4>ARGS;   \
+  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4>ARGS;     \
+  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8>ARGS;   \
+  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8>ARGS;     \
+  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8>ARGS;    \
+  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
