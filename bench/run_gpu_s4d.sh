@@ -4,7 +4,7 @@
 #   bash bench/run_gpu_s4d.sh
 # 1. GPU kernel tests, quick subset (final .cu: pair variants removed).
 # 2. bench_model Qwen3-4B BF16 at equal KV memory with fused projections (the other half of call C's row).
-# 3. bench_model Qwen3-8B 128K batch 1, compiled, fused projections.
+# 3. with argument "8b": bench_model Qwen3-8B 128K batch 1, compiled, fused projections.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T="$(date +%Y-%m-%d)_s4d"
@@ -20,6 +20,6 @@ timeout 140 python3 bench/bench_model.py --models qwen3-4b --contexts "" --modes
   --tput-methods bf16_compiled --fuse-projections --steps 20 --out "$OUT/${T}_bench_model_4b_tput_bf16_fused.json" \
   > "$OUT/${T}_bench_model_4b_tput_bf16_fused.log" 2>&1
 t "4b bf16 equal-memory fused rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_4b_tput_bf16_fused.log" | cut -c1-420 | tail -4
-timeout 200 python3 bench/bench_model.py --models qwen3-8b --contexts 131072 --modes compiled --tput-context 0 \
+[ "${1:-}" = "8b" ] && timeout 200 python3 bench/bench_model.py --models qwen3-8b --contexts 131072 --modes compiled --tput-context 0 \
   --fuse-projections --steps 20 --out "$OUT/${T}_bench_model_8b_fused.json" > "$OUT/${T}_bench_model_8b_fused.log" 2>&1
 t "8b fused rc=$?"; grep -v -i "warn\|sdpa(" "$OUT/${T}_bench_model_8b_fused.log" | cut -c1-420 | tail -5
