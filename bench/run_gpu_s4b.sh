@@ -6,12 +6,8 @@
 #    append, head_dim 64; SM clock / power sampled during the table (sustained-load clocks).
 # 3. Nsight Compute stall reasons and tensor-pipe use of the INT2 loop at 128K batch 1 and 32.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T="$(date +%Y-%m-%d)_s4b"
-WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformers-5.24.0-py3-none-any.whl 2>/dev/null | tr '\n' ' ')
-[ -n "$WHL" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > /dev/null 2>&1
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 PYTHONPATH=/tmp/site:$PWD/src
-T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
+source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver_version --format=csv > "$OUT/${T}_gpu.txt" 2>&1
 timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
 t "kernel tests rc=$?"; tail -2 "$OUT/${T}_tests.log"

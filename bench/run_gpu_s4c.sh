@@ -5,13 +5,9 @@
 # 2. Sweep of the default rule's variants against the pair variants at 128K b1, 32K b1, 128K b32.
 # 3. bench_model Qwen3-4B, compiled step, 128K batch 1 and equal KV memory (32K), fused projections.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T="$(date +%Y-%m-%d)_s4c"
-WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformers-5.24.0-py3-none-any.whl 2>/dev/null | tr '\n' ' ')
-[ -n "$WHL" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > /dev/null 2>&1
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 PYTHONPATH=/tmp/site:$PWD/src
+source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s4c
-T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver_version --format=csv > "$OUT/${T}_gpu.txt" 2>&1
 timeout 220 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
 t "kernel tests rc=$?"; tail -2 "$OUT/${T}_tests.log"

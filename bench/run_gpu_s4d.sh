@@ -7,13 +7,9 @@
 #    capture, padded batch, sampling; the compiled graph == uncompiled graph.
 # 3. with argument "tput": bench_model Qwen3-4B BF16 at equal KV memory with fused projections.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T="$(date +%Y-%m-%d)_s4d"
-WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformers-5.24.0-py3-none-any.whl 2>/dev/null | tr '\n' ' ')
-[ -n "$WHL" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > /dev/null 2>&1
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src OSCARKV_KERNEL_CACHE=$PWD/.kcache
+source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s4d
-T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 timeout 45 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_cuda_kernels.py \
   -k "randomized or many_splits or graph or fp16" > "$OUT/${T}_tests.log" 2>&1
 t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"

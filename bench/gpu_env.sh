@@ -1,0 +1,9 @@
+# Shared set-up of the device-call scripts (bench/run_gpu_s4*.sh), sourced from the repo root on the GPU
+# machine: $OUT, the carried wheels (FlashInfer, its TVM FFI, transformers 5.24) into /tmp/site, the
+# environment, and t() for elapsed-time lines.
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformers-5.24.0-py3-none-any.whl 2>/dev/null | tr '\n' ' ')
+[ -n "$WHL" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > /dev/null 2>&1
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 PYTHONPATH=/tmp/site:$PWD/src
+[ -d .kcache ] && export OSCARKV_KERNEL_CACHE=$PWD/.kcache  # kernel library prebuilt on the CPU machine, if carried
+T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
