@@ -33,7 +33,7 @@ _LIB = None
 # Programmatic dependent launch (Hopper): the decode and append kernels may be scheduled while the previous
 # kernel of the stream finishes (they wait for it before touching memory), hiding launch latency. On by
 # default since the 2026-12-03 (fourth session) H200 run: decode 0.5-2 us faster per batch-1 call, append
-# 1.92 -> 1.54 us per step (BENCHMARKS.md); OSCARKV_PDL=0 turns it off.
+# 1.92 -> 1.48 us per step (BENCHMARKS.md); OSCARKV_PDL=0 turns it off.
 USE_PDL = os.environ.get("OSCARKV_PDL", "1") != "0"
 
 
