@@ -95,14 +95,18 @@ def test_triton_kernels_equal_reference(model, config, rotations):
     assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-3
 
 
-def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations):
-    """oscarkv.cache.graph's loop (the CUDA-graph step, run eagerly on CPU) == model.generate."""
+@pytest.mark.parametrize("layout", ["logical", "tile16"])
+def test_fixed_buffer_decode_loop_equals_generate(model, config, rotations, layout):
+    """oscarkv.cache.graph's loop (the CUDA-graph step, run eagerly on CPU) == model.generate. Its fixed
+    buffers are filled by one upload per step from a ring of host slots (cache/paged._StepUpload); 20 steps
+    reuse every slot several times, and with tile16 the page lists (page-wise demotion) go through it too."""
     from oscarkv.cache.graph import generate
 
     prompts = _prompts()
     ids, mask = left_pad(prompts)
     want = run(model, paged(config, "oscar", rotations), ids, mask)
     c = paged(config, "oscar", rotations, max_tokens=64)
+    c.paged.layout = layout
     enable_oscar_attention(model, c)
     try:
         toks, logits = generate(model, c, ids, mask, max_new_tokens=20, use_graph=False, return_logits=True)
@@ -163,8 +167,10 @@ def test_incremental_static_tables_equal_full_metadata():
     st.end_forward()  # planner only: no layer runs here
     st.make_static()
     for _ in range(200):
+        before = st.row_lengths()
         st.begin_forward(1)
         st.end_forward()
+        assert st.static_pos.tolist() == before  # the step's positions, uploaded with the plan
         full = st.mgr.metadata([0, 1, 2])
         sm = st.static_meta
         for a, b in ((sm.hp_block_tables, full.hp_block_tables), (sm.int2_block_tables, full.int2_block_tables)):
