@@ -931,13 +931,18 @@ constexpr int decode_smem_bytes() {
   return NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128) : NWARP * 8 * D * 4;
 }
 
-// opt in to more than 48 KB of dynamic shared memory (once per instantiation; not a stream operation, so
-// also fine while a CUDA graph is being captured)
+// opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
+// per device; not a stream operation, so also fine while a CUDA graph is being captured)
 template <typename T, int D, int NWARP, int MINB, int STAGES>
 int decode_prepare() {
-  static int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             decode_smem_bytes<D, NWARP, STAGES>());
+  static bool done[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
+  if (done[dev]) return 0;
+  const int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            decode_smem_bytes<D, NWARP, STAGES>());
+  done[dev] = err == 0;
   return err;
 }
 
