@@ -218,8 +218,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
   pdl_begin();
-  // one static buffer: the cp.async ring during the loop, then the per-warp partial outputs
-  // (dynamic: decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
+  // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
+  // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
   extern __shared__ __align__(16) uint8_t smem_raw[];
 
@@ -456,7 +456,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // scores S (tokens g, g + 8 x heads 2t, 2t + 1), tokens on M, heads on N, two accumulator chains; chain 0
     // starts at -Qoff
     auto scores = [&](const Tile& x, float S[4]) {
-      // scores (tokens on M, heads on N), two accumulator chains; chain 0 starts at -Qoff
       float s0[4], s1[4];
 #pragma unroll
       for (int w = 0; w < NW; w++) {
@@ -474,7 +473,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int i = 0; i < 4; i++) S[i] = s0[i] + s1[i];
     };
-    // softmax and output of tile k with scores S
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const Tile& x, const float S[4], float c[4]) {
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
