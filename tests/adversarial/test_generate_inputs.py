@@ -4,6 +4,8 @@ prefill (the cache stays empty and usable), never as a traceback from inside the
 through the decode loop, and never silently (a temperature of 0 used to sample at 1e-5, an end token
 outside the vocabulary never stopped anything)."""
 
+import contextlib
+
 import pytest
 import torch
 from tinymodels import tiny_model
@@ -18,10 +20,15 @@ KW = dict(sink=16, recent=16, group_size=32)
 IDS = torch.arange(1, 21)[None]  # [1, 20], vocabulary 100
 
 
+@contextlib.contextmanager
 def _enabled(model, config, rotations, **kw):
+    """A paged cache with oscar attention enabled on ``model``, disabled again on exit (also on failure)."""
     c = OscarCache(config, "oscar", rotations=rotations, backend="paged", **KW, **kw)
     enable_oscar_attention(model, c)
-    return c
+    try:
+        yield c
+    finally:
+        disable_oscar_attention(model)
 
 
 def _untouched(c):
@@ -50,34 +57,25 @@ BAD = [
 
 @pytest.mark.parametrize("kw, match", BAD)
 def test_generate_arguments_refused_before_prefill(model, config, rotations, kw, match):
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         with pytest.raises(InputError, match=match):
             generate(model, c, IDS, use_graph=False, **{"max_new_tokens": 3, **kw})
         assert _untouched(c)
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_numpy_and_tensor_eos_ids_accepted(model, config, rotations):
     import numpy as np
 
     for eos in (np.int64(2), torch.tensor([2, 3]), (2, np.int32(3))):
-        c = _enabled(model, config, rotations)
-        try:
+        with _enabled(model, config, rotations) as c:
             assert generate(model, c, IDS, max_new_tokens=2, eos_token_id=eos, use_graph=False).shape[0] == 1
-        finally:
-            disable_oscar_attention(model)
 
 
 def test_top_k_zero_means_off_as_in_transformers(model, config, rotations):
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         torch.manual_seed(0)
         a = generate(model, c, IDS, max_new_tokens=3, do_sample=True, top_k=0, use_graph=False)
         assert a.shape == (1, 3)
-    finally:
-        disable_oscar_attention(model)
 
 
 @pytest.mark.parametrize("ids, mask, match", [
@@ -89,21 +87,17 @@ def test_top_k_zero_means_off_as_in_transformers(model, config, rotations):
     (IDS, torch.ones(1, 19, dtype=torch.long), "attention_mask"),  # mask length
 ])
 def test_generate_inputs_refused_before_prefill(model, config, rotations, ids, mask, match):
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         with pytest.raises(InputError, match=match):
             generate(model, c, ids, mask, max_new_tokens=3, use_graph=False)
         assert _untouched(c)
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_generate_with_a_model_not_enabled_with_this_cache(model, config, rotations):
     """Before: a model enabled with no cache, or with another one, ran the whole prefill (attending
     rotated K/V with the plain attention, silently) before GraphDecoder refused it."""
     other = tiny_model(seed=1)
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         with pytest.raises(StateError, match="enable_oscar_attention"):
             generate(other, c, IDS, max_new_tokens=3, use_graph=False)
         assert _untouched(c)
@@ -111,13 +105,10 @@ def test_generate_with_a_model_not_enabled_with_this_cache(model, config, rotati
         with pytest.raises(StateError, match="another OscarCache"):
             generate(model, c2, IDS, max_new_tokens=3, use_graph=False)
         assert _untouched(c2)
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_graph_decoder_step_checks_tokens(model, config, rotations):
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         with torch.no_grad():
             model(IDS, cache=c, use_cache=True)
         dec = GraphDecoder(model, c, use_graph=False)
@@ -126,14 +117,11 @@ def test_graph_decoder_step_checks_tokens(model, config, rotations):
         with pytest.raises(InputError, match="integer"):
             dec.step(torch.tensor([1.7]))  # was silently truncated to token 1
         assert dec.step(torch.tensor([5])).shape == (1, 100)  # the refusals changed nothing
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_graph_decoder_refuses_a_cache_the_model_is_not_enabled_with(model, config, rotations):
-    a = _enabled(model, config, rotations)
-    b = OscarCache(config, "oscar", rotations=rotations, backend="paged", **KW)
-    try:
+    with _enabled(model, config, rotations) as a:
+        b = OscarCache(config, "oscar", rotations=rotations, backend="paged", **KW)
         with torch.no_grad():
             model(IDS, cache=a, use_cache=True)
         enable_oscar_attention(model, b)
@@ -142,8 +130,6 @@ def test_graph_decoder_refuses_a_cache_the_model_is_not_enabled_with(model, conf
         enable_oscar_attention(model, a)
         with pytest.raises(StateError, match="another OscarCache"):
             GraphDecoder(model, b, use_graph=False)
-    finally:
-        disable_oscar_attention(model)
 
 
 @pytest.mark.parametrize("absorb", [False, True])
@@ -185,17 +171,14 @@ def test_fused_projections_follow_to():
 
 def test_triton_on_cpu_without_interpreter_refused_before_writing(model, config, rotations, monkeypatch):
     """Before: refused by the first write_kv inside layer 0, which marked the cache broken for good."""
-    c = _enabled(model, config, rotations, kernel_backend="triton")
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    try:
+    with _enabled(model, config, rotations, kernel_backend="triton") as c:
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
         with pytest.raises(StateError, match="TRITON_INTERPRET=1"):
             generate(model, c, IDS, max_new_tokens=3, use_graph=False)
         assert c.paged.broken is None and c.get_seq_length() == 0 and c.paged.mgr is None
         monkeypatch.setenv("TRITON_INTERPRET", "1")
         c.set_padding(None)
         assert generate(model, c, IDS, max_new_tokens=2, use_graph=False).shape == (1, 2)  # still usable
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_compile_without_a_cpp_compiler_refused_before_prefill(model, config, rotations):
@@ -204,33 +187,24 @@ def test_compile_without_a_cpp_compiler_refused_before_prefill(model, config, ro
 
     from oscarkv.errors import UnsupportedError
 
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         # torch's own patch (monkeypatch would delete the config entry on undo)
         with inductor_config.patch({"cpp.cxx": ("no-such-cxx-compiler-oscarkv",)}), \
                 pytest.raises(UnsupportedError, match="needs a C\\+\\+ compiler"):
             generate(model, c, IDS, max_new_tokens=3, use_graph=False, compile=True)
         assert _untouched(c)
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_generate_twice_names_the_fix(model, config, rotations):
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         generate(model, c, IDS, max_new_tokens=2, use_graph=False)
         with pytest.raises(StateError, match="holds 21 tokens: create a new OscarCache"):
             generate(model, c, IDS, max_new_tokens=2, use_graph=False)
-    finally:
-        disable_oscar_attention(model)
 
 
 def test_generate_past_the_default_capacity_refused_before_prefill(model, config, rotations):
     """Before: without max_tokens the pools hold prompt + 4096 tokens, and generate found out at step 4097."""
-    c = _enabled(model, config, rotations)
-    try:
+    with _enabled(model, config, rotations) as c:
         with pytest.raises(StateError, match=r"max_tokens=4116 \(the default: prompt \+ 4096\)"):
             generate(model, c, IDS, max_new_tokens=5000, use_graph=False)
         assert _untouched(c)
-    finally:
-        disable_oscar_attention(model)
