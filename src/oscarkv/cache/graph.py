@@ -192,12 +192,10 @@ class GraphDecoder:
             raise InputError(f"step takes one token per row: a tensor of {st.batch} token ids, got {got}")
         check_token_ids("step's tokens", tokens, None)  # dtype only: a range check would sync every step
         self.ids.copy_(tokens.view(-1, 1))
-        lens = st.row_lengths()
         st.begin_forward(1)  # host: plan + fixed buffers; raises StateError when the pool is full
-        if st.cur["decode"]:  # positions came with the step's one host-to-device upload (no sync)
-            self.pos.copy_(st.static_pos.view(-1, 1))
-        else:
-            self.pos.copy_(torch.tensor(lens, dtype=torch.long).view(-1, 1))
+        # a decode forward (the cache holds a prefill, checked in __init__): the positions came with the
+        # step's one host-to-device upload (no sync)
+        self.pos.copy_(st.static_pos.view(-1, 1))
         st.preplanned = True
         try:
             # first step(s) outside the graph: compile the Triton kernels (and, compiled, the step twice:

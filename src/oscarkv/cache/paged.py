@@ -309,20 +309,19 @@ class PagedState:
         # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page.
         # The four lists are views of one buffer, so a step needs one host-to-device copy for them.
         nd = b * max(1, self.page)
-        self._plan_sizes = (b, b, nd, nd)
+        plan_sizes = (b, b, nd, nd)
         # one upload per step: the four plan lists, hp / int2 lengths, positions, the kernels' page view
         bs = self.mgr.block_size
         self._npg = b * (max(1, self.page) // bs + 2)
-        self._upload = _StepUpload(self._plan_sizes + (b, b, b, self._npg, self._npg * bs), dev)
+        self._upload = _StepUpload(plan_sizes + (b, b, b, self._npg, self._npg * bs), dev)
         parts = self._upload.dev_parts()
         for t in parts:
             t.fill_(-1)
         self.static_plan = WritePlan(*parts[:4], True)
         self._static_lens = parts[4:6]
         self.static_pos = parts[6]  # positions of this step's tokens (GraphDecoder's position_ids)
-        self._static_page_parts = (parts[7], parts[8].view(self._npg, bs))
+        self._static_page_parts = (parts[7], parts[8].view(self._npg, bs))  # plan.page_dst / page_src once used
         self._last_tables = None
-        self.static_pages = None
         self.graph_capacity = self.capacity
 
     def _table_may_change(self, t0: int, t1: int) -> bool:
@@ -376,9 +375,8 @@ class PagedState:
         hp[7].fill_(NULL_BLOCK)
         hp[8].fill_(-1)
         if getattr(plan, "page_dst", None) is not None:
-            if self.static_pages is None:
-                self.static_pages = self._static_page_parts
-                sp.page_dst, sp.page_src = self.static_pages
+            if sp.page_dst is None:
+                sp.page_dst, sp.page_src = self._static_page_parts
             hp[7][: plan.page_dst.shape[0]] = plan.page_dst
             hp[8].view(self._npg, -1)[: plan.page_src.shape[0]] = plan.page_src
         self._upload.send()
