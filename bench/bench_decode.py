@@ -212,8 +212,10 @@ def bench_diag(B, L, dev, variant):
     cfg = CudaDecodeConfig(variant=variant)
     plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
 
-    def timed(ms, ps=None):
+    def timed(ms, ps=None, probe=0):
         ps = ps or plans
+        if probe:  # DecodePlan.run's benchmark probes (garbage output)
+            return time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(ms, ps)]) * 1e6
         return time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(ms, ps)]) * 1e6
 
     z = lambda t: torch.zeros_like(t)  # noqa: E731
@@ -221,6 +223,11 @@ def bench_diag(B, L, dev, variant):
            "no_int2": timed([replace(m, int2_lens=z(m.int2_lens)) for m in metas]),
            "no_hp": timed([replace(m, hp_lens=z(m.hp_lens)) for m in metas]),
            "empty": timed([replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas])}
+    empty = [replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas]
+    # the fixed cost split further: the grid's launch alone (every CTA returns at once), and the call without
+    # the merge (every CTA returns after writing its partial result), empty and full; the loads alone
+    res.update(launch_only=timed(metas, probe=2), empty_no_merge=timed(empty, probe=3),
+               full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
         cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw)
         p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
@@ -228,7 +235,9 @@ def bench_diag(B, L, dev, variant):
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
     # launch + prologue + epilogue without a merge worth the name: one split per tier, nothing cached
     p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
-    res["empty_1+1_splits"] = timed([replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas], p1)
+    res["empty_1+1_splits"] = timed(empty, p1)
+    res["launch_only_1+1_splits"] = timed(metas, p1, probe=2)
+    res["empty_no_merge_1+1_splits"] = timed(empty, p1, probe=3)
     del pool, metas
     return res
 

@@ -452,28 +452,49 @@ def run_model(name, cfg, args, device, bw, out):
         torch.cuda.empty_cache()
 
 
-def gen_long(model, cfg, rot, ctx, device, out, args):
-    """``model.generate``: a real prefill of ``ctx`` tokens + 8 decode steps through the paged cache."""
-    t0 = time.time()
-    try:
-        cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
-                           max_tokens=ctx + 16)
-        if device == "cpu":
-            cache.use_paged()
-        enable_oscar_attention(model, cache, absorb_v_into_o_proj=True)
-        ids = torch.randint(1, cfg.vocab_size, (1, ctx), device=device, generator=torch.Generator(device=device).manual_seed(3))
-        # the issue's "done when": transformers' own generate on the paged cache at this context
-        seqs = model.generate(ids, attention_mask=torch.ones_like(ids), **{_cache_kwarg(model): cache},
-                              max_new_tokens=8, do_sample=False, pad_token_id=0)
-        toks = seqs[:, ctx:]
-        sync(device)
-        res = {"context": ctx, "new_tokens": toks.tolist(), "seconds": time.time() - t0, "backend": cache.backend,
-               "held_tokens": cache.segments()}
-    except Exception as e:
-        res = {"context": ctx, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}", "seconds": time.time() - t0}
-    finally:
-        disable_oscar_attention(model)
-    log(f"  generate at {ctx}: {json.dumps(res)[:400]}")
+def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
+    """``model.generate`` (greedy): a real prefill of ``ctx`` tokens + ``new_tokens`` decode steps through the
+    paged cache, then the same through the reference backend (history dequantized, SDPA), and the logits of
+    every generated step compared as in tests/cache/test_gpu_paged.py (max |difference| / max |logit|, up to
+    the first step where the greedy tokens differ; R_V not folded, so both paths run the same arithmetic
+    up to the kernels)."""
+    ids = torch.randint(1, cfg.vocab_size, (1, ctx), device=device, generator=torch.Generator(device=device).manual_seed(3))
+    kw = dict(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    runs, res = {}, {"context": ctx}
+    for backend in ("paged", "reference"):
+        t0 = time.time()
+        try:
+            extra = dict(max_tokens=ctx + new_tokens + 16) if backend == "paged" else dict(backend="reference")
+            cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP, **extra)
+            if backend == "paged" and device == "cpu":
+                cache.use_paged()
+            enable_oscar_attention(model, cache, absorb_v_into_o_proj=False)
+            # the issue's "done when": transformers' own generate on the paged cache at this context
+            o = model.generate(ids, attention_mask=torch.ones_like(ids), **{_cache_kwarg(model): cache}, **kw)
+            sync(device)
+            runs[backend] = (o.sequences[:, ctx:], [x.float() for x in o.logits])
+            res[backend] = {"new_tokens": o.sequences[:, ctx:].tolist(), "seconds": time.time() - t0,
+                            "backend": cache.backend, "held_tokens": cache.segments()}
+            del o, cache
+        except Exception as e:
+            res[backend] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}", "seconds": time.time() - t0}
+        finally:
+            disable_oscar_attention(model)
+            gc.collect()
+            torch.cuda.empty_cache() if device == "cuda" else None
+    if len(runs) == 2:
+        (tp, lp), (tr, lr) = runs["paged"], runs["reference"]
+        diffs, first = [], None
+        for i in range(len(lr)):
+            diffs.append(float((lp[i] - lr[i]).abs().max() / lr[i].abs().max()))
+            if not torch.equal(tp[:, i], tr[:, i]):
+                top2 = lr[i].topk(2, dim=-1).values
+                first = {"step": i, "ref_margin": float((top2[:, 0] - top2[:, 1]).min()),
+                         "abs_diff": float((lp[i] - lr[i]).abs().max())}
+                break
+        res["compare"] = {"steps_compared": len(diffs), "max_rel_logit_diff": max(diffs), "per_step": diffs,
+                          "first_divergence": first, "tolerance": 0.04, "within": max(diffs) <= 0.04}
+    log(f"  generate at {ctx}: {json.dumps(res)[:900]}")
     out["generate_long"] = res
     Path(args.out).write_text(json.dumps(out, indent=1))
 

@@ -160,7 +160,10 @@ class CudaDecodeConfig:
                      0 = 4 tiles, 1 = 8, 2 = 6, 3 = 10 with 4 warps per CTA (4 CTAs/SM, 3 for variant 3 at
                      head_dim 128); 4 = 4 tiles, 7 = 8 tiles with 8 warps per CTA (2 CTAs/SM: half the
                      splits); 5 = 4 tiles, 6 = 8 tiles with 16 warps per CTA (1 CTA/SM: a quarter of the
-                     splits, so the last CTA merges fewer partial results). (Two tiles per loop step,
+                     splits, so the last CTA merges fewer partial results). (Measured and removed in the
+                     fifth session, BENCHMARKS.md: 4 warps x 5 CTAs per SM at <= 96 registers, which spills,
+                     40% slower at 128K batch 1; four score-accumulator chains instead of two, within noise
+                     at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
                      both tiles' score MMAs before either softmax, was measured slower at every shape and
                      removed: BENCHMARKS.md, fourth session.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
@@ -243,9 +246,10 @@ class DecodePlan:
         self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
-            out: torch.Tensor | None = None, _probe: bool = False) -> torch.Tensor:
-        """One layer's decode attention. ``_probe`` (benchmarks only) skips the INT2 math and returns
-        garbage: it measures how fast the kernel's loads alone stream the cache."""
+            out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
+        """One layer's decode attention. ``_probe`` (benchmarks only; the output is garbage): 1 skips the
+        INT2 math (how fast the loads alone stream the cache), 2 returns right after the launch (the
+        grid's launch floor), 3 skips the merge (returns after the partial writes)."""
         B, HQ, D = q.shape
         if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
             raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "

@@ -65,7 +65,9 @@ struct DecodeParams {
   int64_t o_sb, o_sh;
   int hkv, group, n_hp, n_int2;
   float scale_log2;
-  int probe;  // 0 = normal; 1 = INT2 tier loads only (bandwidth probe for BENCHMARKS.md, output is garbage)
+  int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth),
+             // 2 = return right after the launch (launch floor of this grid), 3 = no merge (return after
+             // the partial writes, before the arrival)
 };
 
 struct AppendParams {
@@ -218,6 +220,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
   pdl_begin();
+  if (p.probe == 2) return;
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
   // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
@@ -587,7 +590,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         tb = tbl(kc + 64 + lane);
       }
     };
-    if (p.probe) loop(std::true_type{});
+    if (p.probe == 1) loop(std::true_type{});
     else loop(std::false_type{});
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
@@ -649,6 +652,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // after the CTA barrier (release: the CTA's partial writes, ordered before it by the barrier, are visible
   // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
   // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
+  if (p.probe == 3) return;
   __syncthreads();
   if (threadIdx.x == 0) {
     int prev;
