@@ -226,7 +226,9 @@ def bench_diag(B, L, dev, variant):
     empty = [replace(m, hp_lens=z(m.hp_lens), int2_lens=z(m.int2_lens)) for m in metas]
     # the fixed cost split further: the grid's launch alone (every CTA returns at once), and the call without
     # the merge (every CTA returns after writing its partial result), empty and full; the loads alone
-    res.update(launch_only=timed(metas, probe=2), empty_no_merge=timed(empty, probe=3),
+    res.update(launch_only=timed(metas, probe=2), empty_prologue_only=timed(empty, probe=4),
+               empty_no_epilogue=timed(empty, probe=5), empty_no_merge=timed(empty, probe=3),
+               full_prologue_only=timed(metas, probe=4), full_no_epilogue=timed(metas, probe=5),
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
         cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw)
@@ -238,6 +240,8 @@ def bench_diag(B, L, dev, variant):
     res["empty_1+1_splits"] = timed(empty, p1)
     res["launch_only_1+1_splits"] = timed(metas, p1, probe=2)
     res["empty_no_merge_1+1_splits"] = timed(empty, p1, probe=3)
+    res["empty_prologue_only_1+1_splits"] = timed(empty, p1, probe=4)
+    res["empty_no_epilogue_1+1_splits"] = timed(empty, p1, probe=5)
     del pool, metas
     return res
 

@@ -67,7 +67,8 @@ struct DecodeParams {
   float scale_log2;
   int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth),
              // 2 = return right after the launch (launch floor of this grid), 3 = no merge (return after
-             // the partial writes, before the arrival)
+             // the partial writes, before the arrival), 4 = prologue only (q, lengths and the first block
+             // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop)
 };
 
 struct AppendParams {
@@ -252,6 +253,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
     for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     const int len = p.hp_lens[b];
+    if (p.probe == 4 && __shfl_sync(0xffffffffu, qb[0][0] ^ (uint32_t)len, 0) != 0x7fffffffu) return;
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + p.n_hp - 1) / p.n_hp;
     const int t0 = split * per, t1 = min(t0 + per, ntile);
@@ -579,6 +581,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
     int ta = tbl(lane), tb = tbl(32 + lane);
 #pragma unroll
+    if (p.probe == 4 && __shfl_sync(0xffffffffu, qb[0][0] ^ (uint32_t)(ta + tb), 0) != 0x7fffffffu) return;
     for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
@@ -611,6 +614,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     fl[1] = l1;
   }
 
+  if (p.probe == 5 && __shfl_sync(0xffffffffu, __float_as_uint(fin[0][0] + fl[0]), 0) != 0x7fffffffu) return;
   __syncthreads();  // all warps are done with the ring before it becomes sm_o
   float (*sm_o)[8][D] = reinterpret_cast<float (*)[8][D]>(smem_raw);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
