@@ -50,6 +50,7 @@ from oscarkv.quant import QuantConfig  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
+EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 L2_BYTES = 60 << 20
 
 
@@ -180,7 +181,7 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=Fal
     if backend == "cuda":
         best = None
         for var in variants:
-            cfg = CudaDecodeConfig(variant=var)
+            cfg = CudaDecodeConfig(variant=var, early_reads=EARLY)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
             if split_scale:
                 n = max(1, round(plans[0].n_int2 * split_scale))
@@ -209,7 +210,7 @@ def bench_diag(B, L, dev, variant):
     pool, metas = make_mixed(B, L, R, dev, "tile16")
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
-    cfg = CudaDecodeConfig(variant=variant)
+    cfg = CudaDecodeConfig(variant=variant, early_reads=EARLY)
     plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
 
     def timed(ms, ps=None, probe=0):
@@ -231,7 +232,7 @@ def bench_diag(B, L, dev, variant):
                full_prologue_only=timed(metas, probe=4), full_no_epilogue=timed(metas, probe=5),
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
-        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw)
+        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw, early_reads=EARLY)
         p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
@@ -350,7 +351,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT
+    global HQ, HKV, D, SINK, RECENT, EARLY
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -369,10 +370,13 @@ def main():
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--append-batches", default="1,8,32,256")
+    ap.add_argument("--early-reads", type=int, default=1, help="CudaDecodeConfig.early_reads for our kernel (as the "
+                    "paged cache runs it; safe here: the previous kernel is always another decode call)")
     ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
                     "(default off: each timed call then pays its full launch latency); append is timed both ways")
     a = ap.parse_args()
     D = a.head_dim
+    EARLY = bool(a.early_reads)
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -86,6 +86,19 @@ def test_cuda_decode_randomized_shapes():
 
 
 @pytest.mark.parametrize("variant", [0, 4, 5])
+def test_cuda_decode_early_reads(variant):
+    """early_reads (lengths, tables and the older INT2 tiles read before the PDL wait): same results, with the
+    previous kernel of the stream being another decode call of the same plan (as in bench_decode) and with PDL
+    on; short rows (the newest tile is among a warp's first tiles), many splits, mixed lengths."""
+    rnd = random.Random(7)
+    for i in range(4):
+        lens = [rnd.choice([1, 17, 351, 352, 353, rnd.randint(1, 9000)]) for _ in range(rnd.choice([1, 3]))]
+        kw = dict(n_int2_splits=rnd.randint(1, 40)) if i % 2 else {}
+        _decode_case(lens, rnd.choice([64, 128]), rnd.choice([1, 4, 8]), hkv=2, seed=300 + i,
+                     config=CudaDecodeConfig(variant=variant, early_reads=True), **kw)
+
+
+@pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 8])
 def test_cuda_decode_many_splits_merge(G, variant):
     """The last CTA's merge with many splits: thread groups over the splits (16-warp CTAs, small G) and more
@@ -166,3 +179,24 @@ def test_cuda_programmatic_dependent_launch():
     finally:
         cuda_ops.USE_PDL = old
 
+
+
+def test_cuda_append_then_early_decode_each_step():
+    """The paged cache's decode step: append (a page demoted every 16 steps) immediately followed by the decode
+    kernel with early_reads under PDL, so that the decode's pre-wait reads race the append if they ever touched
+    what it writes (BF16 rows, the newest INT2 page). Every step equals the torch reference on the same pool."""
+    lens = [5, 300, 351, 1200]
+    cache, pool, ids, _ = build(lens, d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                backend="cuda", blocks=600)
+    g = torch.Generator().manual_seed(11)
+    for step in range(40):
+        k = torch.randn(len(lens), 2, 128, generator=g).bfloat16().cuda()
+        v = torch.randn(len(lens), 2, 128, generator=g).bfloat16().cuda()
+        wplan = cache.plan_append(ids, [1] * len(lens))
+        meta = cache.metadata(ids, device="cuda")
+        q = torch.randn(len(lens), 8, 128, generator=g).bfloat16().cuda()
+        plan = DecodePlan(len(lens), 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(early_reads=True))
+        write_kv(pool, k, v, wplan, backend="cuda")
+        out = decode_attention(q, pool, meta, plan=plan)  # right after the append kernel, PDL on
+        ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+        assert rel_err(out, ref) < 8e-3, step

@@ -208,10 +208,13 @@ class PagedState:
             return None
         key = (num_q_heads, dtype)
         if key not in self._decode_plans:
-            from ..kernels import DecodePlan
+            from ..kernels import CudaDecodeConfig, DecodePlan
 
+            # early_reads: the previous kernel of every decode call here is this layer's append (decode_layer),
+            # which writes BF16 rows and at most each sequence's newest INT2 page (CudaDecodeConfig)
             self._decode_plans[key] = DecodePlan(self.batch, num_q_heads, self.num_kv_heads, self.head_dim,
-                                                 self.static_meta, self.device, dtype)
+                                                 self.static_meta, self.device, dtype,
+                                                 CudaDecodeConfig(early_reads=True))
         return self._decode_plans[key]
 
     def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:

@@ -83,7 +83,7 @@ class _DecodeParams(ctypes.Structure):
         ("o_part", ctypes.c_void_p), ("lse_part", ctypes.c_void_p), ("counters", ctypes.c_void_p),
         ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
-        ("scale_log2", ctypes.c_float), ("probe", ctypes.c_int),
+        ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
     ]
 
 
@@ -174,12 +174,21 @@ class CudaDecodeConfig:
                      None: 1 while the INT2 tier is short (<= 1024 tiles, 16K tokens: the hp tier is then
                      the critical path, 13.5 -> 10.4 us at 4K batch 1), else 2 (more hp splits would
                      take CTAs from the INT2 tier; H200 diagnosis, 2026-12-03 fourth session).
+    early_reads:     with PDL (on by default), read the lengths and block tables, prefetch the BF16 tier
+                     into L2 and start the INT2 loads of all but each sequence's newest page *before*
+                     waiting for the previous kernel of the stream, so that the call's first memory round
+                     trips overlap that kernel's tail (issue 7: the prologue was 2.1 us of a 128K batch-1
+                     call). Only safe when the kernel launched right before this one writes none of that
+                     data: true for the paged cache's decode step, whose previous kernel is the step's
+                     append (it writes BF16 rows and at most the newest INT2 page of a sequence), and for
+                     back-to-back decode calls; hence off by default for direct ``decode_attention`` calls.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
     cta_overhead: float = 24.0
     min_split_tiles: int = 8
     hp_tiles_per_warp: int | None = None
+    early_reads: bool = False
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
@@ -278,7 +287,8 @@ class DecodePlan:
             it.data_ptr(), it.stride(0), meta.int2_lens.data_ptr(),
             self.o_part.data_ptr(), self.lse_part.data_ptr(), self.counters.data_ptr(),
             out.data_ptr(), out.stride(0), out.stride(1),
-            self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634), int(_probe),
+            self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
+            int(self.config.early_reads), int(_probe),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))
