@@ -455,10 +455,12 @@ def run_model(name, cfg, args, device, bw, out):
 def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     """``model.generate`` (greedy) on the paged cache: a real prefill of ``ctx`` tokens + ``new_tokens`` decode
     steps, then the same tokens teacher-forced through the reference backend (history dequantized to bf16,
-    SDPA) and through the reference with its decode-step attention in fp32 (the bf16 reference's own
-    rounding at this length), and the logits of every step compared as in tests/cache/test_gpu_paged.py
-    (max |difference| / max |logit|). R_V is not folded, so the paths share all arithmetic but attention."""
+    SDPA), through the reference with its decode-step attention in fp32, and through an "exact" reference
+    (history dequantized to fp32 and fp32 decode attention), and the logits of every step compared as in
+    tests/cache/test_gpu_paged.py (max |difference| / max |logit|). R_V is not folded, so the paths share all
+    arithmetic but the attention over the cache."""
     import oscarkv.integrations.transformers as tfi
+    from oscarkv.methods import LayerPlan
 
     ids = torch.randint(1, cfg.vocab_size, (1, ctx), device=device, generator=torch.Generator(device=device).manual_seed(3))
     res, logits = {"context": ctx}, {}
@@ -466,14 +468,15 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     sdpa = tfi.sdpa_attention_forward
 
     def sdpa_fp32(module, q, k, v, mask, **kw):  # decode steps (one query) in fp32
-        if q.shape[-2] != 1:
-            return sdpa(module, q, k, v, mask, **kw)
+        if q.shape[-2] != 1:  # the prefill as in the other runs (model dtype)
+            return sdpa(module, q, k.to(q.dtype), v.to(q.dtype), mask, **kw)
         mask = mask.float() if mask is not None and mask.is_floating_point() else mask
         o, w = sdpa(module, q.float(), k.float(), v.float(), mask, **kw)
         return o.to(q.dtype), w
 
+    deq_k, deq_v = LayerPlan.dequantize_k, LayerPlan.dequantize_v
     toks = None
-    for run in ("paged", "reference", "reference_fp32_attention"):
+    for run in ("paged", *args.generate_refs):
         t0 = time.time()
         try:
             extra = dict(max_tokens=ctx + new_tokens + 16) if run == "paged" else dict(backend="reference")
@@ -481,7 +484,10 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
             if run == "paged" and device == "cpu":
                 cache.use_paged()
             enable_oscar_attention(model, cache, absorb_v_into_o_proj=False)
-            tfi.sdpa_attention_forward = sdpa_fp32 if run.endswith("fp32_attention") else sdpa
+            tfi.sdpa_attention_forward = sdpa_fp32 if run in ("reference_fp32_attention", "reference_exact") else sdpa
+            if run == "reference_exact":  # history dequantized to fp32 (sink / tail promoted by the concatenation)
+                LayerPlan.dequantize_k = lambda self, q, dtype=torch.float32: deq_k(self, q, torch.float32)
+                LayerPlan.dequantize_v = lambda self, q, dtype=torch.float32: deq_v(self, q, torch.float32)
             with torch.no_grad():
                 if run == "paged":  # the issue's "done when": transformers' own generate on the paged cache
                     o = model.generate(ids, attention_mask=torch.ones_like(ids), **{ck: cache}, max_new_tokens=new_tokens,
@@ -502,6 +508,7 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
             res[run] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}", "seconds": time.time() - t0}
         finally:
             tfi.sdpa_attention_forward = sdpa
+            LayerPlan.dequantize_k, LayerPlan.dequantize_v = deq_k, deq_v
             disable_oscar_attention(model)
             gc.collect()
             torch.cuda.empty_cache() if device == "cuda" else None
@@ -511,7 +518,8 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     def dist(a, b):
         return [float((x - y).abs().max() / y.abs().max()) for x, y in zip(logits[a], logits[b])]
 
-    pairs = [("paged", "reference"), ("paged", "reference_fp32_attention"), ("reference", "reference_fp32_attention")]
+    pairs = [("paged", "reference"), ("paged", "reference_fp32_attention"), ("reference", "reference_fp32_attention"),
+             ("paged", "reference_exact"), ("reference", "reference_exact")]
     res["max_rel_logit_diff"] = {f"{a} vs {b}": max(dist(a, b)) for a, b in pairs if a in logits and b in logits}
     res["per_step"] = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
     log(f"  generate at {ctx}: {json.dumps(res)[:1500]}")
@@ -529,6 +537,8 @@ def main():
     ap.add_argument("--kv-budget-gib", type=float, default=40.0)
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--generate-128k", type=int, default=0, help="context of a real generate run (0: skip)")
+    ap.add_argument("--generate-refs", default="reference,reference_fp32_attention,reference_exact",
+                    help="reference runs compared with the paged generate (gen_long)")
     ap.add_argument("--modes", default="graph",
                     help="graph: uncompiled step in a CUDA graph; compiled: torch.compile'd step in a CUDA graph")
     ap.add_argument("--graph-contexts", default="", help="batch-1 contexts of the uncompiled runs (default: all)")
@@ -543,6 +553,10 @@ def main():
     args = ap.parse_args()
     args.contexts = [int(x) for x in args.contexts.split(",") if x]
     args.modes = args.modes.split(",")
+    args.generate_refs = [x for x in args.generate_refs.split(",") if x]
+    bad = set(args.generate_refs) - {"reference", "reference_fp32_attention", "reference_exact"}
+    if bad:
+        ap.error(f"--generate-refs: unknown {sorted(bad)}")
     args.graph_contexts = [int(x) for x in args.graph_contexts.split(",") if x]
     args.compiled_bf16_backends = [x for x in args.compiled_bf16_backends.split(",") if x]
     device = "cpu" if args.smoke else "cuda"
