@@ -3,17 +3,13 @@ structs the host code fills (a field added on one side only would shift every la
 Needs nvcc (skipped without it); no GPU: only the host function ``oscar_params_sizes`` is called."""
 
 import ctypes
-import shutil
-from pathlib import Path
 
 import pytest
 
 from oscarkv.kernels import cuda_ops
 
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 
-
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+@pytest.mark.skipif(cuda_ops.nvcc_path() is None, reason="needs nvcc")
 def test_cuda_library_builds_and_param_structs_match():
     lib = ctypes.CDLL(str(cuda_ops.build()))  # cached by source hash (~80 s on 2 cores the first time)
     sizes = (ctypes.c_int * 2)()

@@ -50,12 +50,17 @@ def library_path() -> Path:
     return _cache_dir() / h / "liboscar_int2.so"
 
 
+def nvcc_path() -> str | None:
+    """The nvcc that builds the library: on PATH, else the toolkit's default location; None if neither."""
+    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+
+
 def build(verbose: bool = False) -> Path:
     """Compile the library if it is not cached yet; returns its path."""
     out = library_path()
     if out.exists():
         return out
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    nvcc = nvcc_path()
     if nvcc is None:
         raise CudaKernelUnavailable("nvcc not found: install the CUDA toolkit (or set PATH) to build the INT2 kernels")
     out.parent.mkdir(parents=True, exist_ok=True)
