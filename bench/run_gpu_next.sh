@@ -1,5 +1,7 @@
 #!/bin/bash
-# Next session's first device call (issue 7; branch cluster-merge), < 10 min on one H200, from the repo root,
+# Next session's first device call (issue 7), < 10 min on one H200, from the repo root of branch cluster-merge
+# (`git merge cluster-merge` on main first: the fifth session wrote the cluster variants without a GPU and kept
+# them off main until this script's tests pass; on main alone steps 1-2 fail for variants 8 / 9),
 # carry [".whl", ".kcache"] (.kcache: `OSCARKV_KERNEL_CACHE=$PWD/.kcache python -c "from oscarkv.kernels import
 # cuda_ops; cuda_ops.build()"` on the CPU machine, ~90 s):
 #   bash bench/run_gpu_next.sh
