@@ -15,5 +15,8 @@ def test_cuda_library_builds_and_param_structs_match():
     sizes = (ctypes.c_int * 2)()
     assert lib.oscar_params_sizes(sizes) == 0
     assert list(sizes) == [ctypes.sizeof(cuda_ops._DecodeParams), ctypes.sizeof(cuda_ops._AppendParams)]
-    for name in ("oscar_int2_decode", "oscar_int2_decode_occupancy", "oscar_int2_decode_warps", "oscar_append"):
+    for name in ("oscar_int2_decode", "oscar_int2_decode_occupancy", "oscar_int2_decode_warps", "oscar_append",
+                 "oscar_int2_decode_cluster", "oscar_int2_decode_max_clusters"):
         assert hasattr(lib, name)
+    # cluster sizes (host-only constants): variants 8 / 9 merge in clusters of 16 / 8 CTAs, the others do not
+    assert [lib.oscar_int2_decode_cluster(0, d, v) for d in (64, 128) for v in range(10)] == [0] * 8 + [16, 8] + [0] * 8 + [16, 8]

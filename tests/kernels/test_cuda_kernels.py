@@ -65,7 +65,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
-@pytest.mark.parametrize("variant", list(range(8)))
+@pytest.mark.parametrize("variant", list(range(10)))
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_gqa_and_head_dims(G, d, variant):
@@ -83,6 +83,26 @@ def test_cuda_decode_randomized_shapes():
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
         kw["config"] = CudaDecodeConfig(variant=i % 8)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
+
+
+@pytest.mark.parametrize("variant", [8, 9])
+def test_cuda_decode_cluster_merge(variant):
+    """Cluster variants: all splits of a (sequence, KV head) in one cluster, merged through distributed shared
+    memory; mixed lengths (empty INT2 tier, short rows), GQA 1 / 3 / 8, head_dim 64 / 128, fp16, PDL and
+    early reads, a second call with the same plan gives the same bits (inside _decode_case)."""
+    from oscarkv.kernels import cuda_ops
+
+    if cuda_ops.lib().oscar_int2_decode_max_clusters(0, 128, variant) <= 0:
+        pytest.skip(f"this GPU cannot co-schedule the clusters of variant {variant}")
+    for i, (lens, d, G) in enumerate([([1, 77, 335, 9000], 128, 4), ([40000], 128, 8), ([300, 5000], 64, 1),
+                                      ([17, 2000, 31000], 64, 3)]):
+        _decode_case(lens, d, G, hkv=2, seed=500 + i, config=CudaDecodeConfig(variant=variant, early_reads=i % 2 == 1))
+    _decode_case([3000, 20], 128, 4, hkv=2, seed=510, dtype=torch.float16, config=CudaDecodeConfig(variant=variant))
+    with pytest.raises(ValueError, match="exactly"):
+        cache, pool, ids, _ = build([100], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                    backend="cuda", blocks=64)
+        DecodePlan(1, 8, 2, 128, cache.metadata(ids, device="cuda"), "cuda", torch.bfloat16,
+                   CudaDecodeConfig(variant=variant), n_hp_splits=1, n_int2_splits=2)
 
 
 @pytest.mark.parametrize("variant", [0, 4, 5])

@@ -125,6 +125,8 @@ def lib():
                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         L.oscar_int2_decode_occupancy.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_int2_decode_warps.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_int2_decode_cluster.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_int2_decode_max_clusters.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                    ctypes.c_int]
         _LIB = L
@@ -165,7 +167,12 @@ class CudaDecodeConfig:
                      0 = 4 tiles, 1 = 8, 2 = 6, 3 = 10 with 4 warps per CTA (4 CTAs/SM, 3 for variant 3 at
                      head_dim 128); 4 = 4 tiles, 7 = 8 tiles with 8 warps per CTA (2 CTAs/SM: half the
                      splits); 5 = 4 tiles, 6 = 8 tiles with 16 warps per CTA (1 CTA/SM: a quarter of the
-                     splits, so the last CTA merges fewer partial results). (Measured and removed in the
+                     splits, so the last CTA merges fewer partial results); 8 = 4 tiles, 16 warps, and
+                     9 = 4 tiles, 8 warps, launched in clusters of 16 / 8 CTAs that are all the splits of a
+                     (sequence, KV head) and merge through distributed shared memory (sm_90; no partials in
+                     global memory, no arrival atomic; EXPERIMENTAL: written in the fifth session without a
+                     GPU, opt-in only until the GPU tests and the batch-1 timing of the next device session).
+                     (Measured and removed in the
                      fifth session, BENCHMARKS.md: 4 warps x 5 CTAs per SM at <= 96 registers, which spills,
                      40% slower at 128K batch 1; four score-accumulator chains instead of two, within noise
                      at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
@@ -222,6 +229,7 @@ class DecodePlan:
                  device, dtype=torch.bfloat16, config: CudaDecodeConfig | None = None,
                  n_hp_splits: int | None = None, n_int2_splits: int | None = None):
         self.config = config or CudaDecodeConfig()
+        explicit = n_hp_splits is not None or n_int2_splits is not None
         self.batch, self.hq, self.hkv, self.d = batch, num_q_heads, num_kv_heads, head_dim
         self.group = num_q_heads // num_kv_heads
         self.dtype = dtype
@@ -251,6 +259,21 @@ class DecodePlan:
             n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns, warps)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
+        # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
+        # through distributed shared memory (experimental: see CudaDecodeConfig)
+        cx = L.oscar_int2_decode_cluster(_DT[dtype], head_dim, v)
+        self.cluster = max(cx, 0)
+        if cx > 0:
+            if L.oscar_int2_decode_max_clusters(_DT[dtype], head_dim, v) <= 0:
+                raise CudaKernelUnavailable(f"variant {v} needs clusters of {cx} CTAs, which this GPU cannot "
+                                            "co-schedule; use another variant")
+            if n_hp_splits + n_int2_splits != cx:
+                if explicit:
+                    raise ValueError(f"variant {v} runs exactly {cx} splits per (sequence, KV head) (one cluster); "
+                                     f"got {n_hp_splits} + {n_int2_splits}")
+                n_hp_splits = min(n_hp_splits, cx - 1)  # the planned hp splits, the rest of the cluster INT2
+                n_int2_splits = cx - n_hp_splits
+            max_ns = cx
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
         ns = n_hp_splits + n_int2_splits
         if ns > max_ns:

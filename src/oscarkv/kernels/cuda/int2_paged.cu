@@ -207,10 +207,29 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// Thread-block clusters (sm_90): all threads of all CTAs of the cluster meet here; release / acquire make each
+// CTA's shared-memory writes before the barrier visible to the others' distributed-shared-memory reads after it.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+// a float in CTA `rank`'s shared memory, at the address `p` has in this CTA's
+__device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
+  float v = 0.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+#endif
+  return v;
+}
+
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 constexpr int kFlush = 16;     // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
 
-template <typename T, int D, int NWARP, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -237,6 +256,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // divided by l; running max m and full sum l of the two heads
   float fin[KS][4];
   float fm[2], fl[2];
+  // the lane's two q elements of head g, dims 16 ks + 2 t + 8 h and + 1 (0 for the padding heads g >= G)
+  auto q_pair = [&](int ks, int h, float& lo, float& hi) {
+    lo = hi = 0.f;
+    if (g < G) {
+      lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]);
+      hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]);
+    }
+  };
 
   if (hp) {
     // ---------------------------------------------------------------- BF16 sink + recent tier
@@ -267,11 +294,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     for (int ks = 0; ks < KS; ks++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        float lo = 0.f, hi = 0.f;
-        if (g < G) {
-          lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]);
-          hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]);
-        }
+        float lo, hi;
+        q_pair(ks, h, lo, hi);
         qb[ks][h] = M::pack(lo, hi);
       }
     if (p.probe == 4 && __shfl_sync(0xffffffffu, qb[0][0] ^ (uint32_t)len, 0) != 0x7fffffffu) return;
@@ -365,11 +389,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       for (int ks = 0; ks < KS; ks++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          float lo = 0.f, hi = 0.f;
-          if (g < G) {
-            lo = M::to_float(qrow[16 * ks + 2 * t + 8 * h]) * p.scale_log2;
-            hi = M::to_float(qrow[16 * ks + 2 * t + 8 * h + 1]) * p.scale_log2;
-          }
+          float lo, hi;
+          q_pair(ks, h, lo, hi);
+          lo *= p.scale_log2;
+          hi *= p.scale_log2;
           const float f = 1.f / float(1 << (2 * (1 + h + 2 * (ks & 1))));  // 4^-P, P = 1 + h + 2 (ks & 1)
           const uint32_t v = pack_h2(lo * f, hi * f);
           qb[ks][h] = v;
@@ -654,6 +677,64 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     sm_l[warp][2 * t + 1] = fl[1];
   }
   __syncthreads();
+  if constexpr (CX > 0) {
+    // Cluster merge (variants 8 / 9; issue 7, the batch-1 fixed cost): the CX CTAs of a cluster are all the
+    // splits of this (batch, KV head) (the plan makes NS = CX). Each CTA keeps its partial result in its own
+    // shared memory; after one cluster barrier, CTA r combines the outputs [r G D / CX, (r + 1) G D / CX) by
+    // reading the CX partials through distributed shared memory: no partial written to global memory, no
+    // arrival atomic, no last-CTA round trips. A second barrier keeps every CTA's shared memory alive until
+    // all have read it.
+    __shared__ float sm_po[8 * D], sm_pl[8];
+    for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
+      const int h = idx / D, d = idx % D;
+      float mm = -1e30f;
+#pragma unroll
+      for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
+      float L = 0.f, O = 0.f;
+#pragma unroll
+      for (int w = 0; w < NWARP; w++) {
+        const float e = exp2f(sm_m[w][h] - mm);
+        L += e * sm_l[w][h];
+        O += e * sm_o[w][h][d];
+      }
+      sm_po[idx] = L != 0.f ? O / L : 0.f;  // as the global partials below (issue 11: NaN L stays NaN)
+      if (d == 0) sm_pl[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
+    }
+    if (p.probe == 3) return;  // every CTA of every cluster returns here: no one waits at the barrier
+    cluster_sync();
+    // pairs (output item, source CTA): CX consecutive lanes hold one item's CX sources (CX divides 32 and
+    // G D), reduced with shuffles inside the group
+    const int nitem = G * D / CX;
+    const int s = threadIdx.x % CX;
+    T* out = reinterpret_cast<T*>(p.out);
+    for (int base = 0; base < nitem * CX; base += NWARP * 32) {
+      const int pair = base + threadIdx.x;
+      const bool ok = pair < nitem * CX;
+      const int gi = split * nitem + (ok ? pair / CX : 0);  // split == this CTA's rank in the cluster
+      const int h = gi / D, d = gi % D;
+      const float lse = ok ? ld_cluster(&sm_pl[h], s) : -INFINITY;
+      const float o = ok ? ld_cluster(&sm_po[gi], s) : 0.f;
+      float mx = lse;
+      int nan = isnan(lse);
+#pragma unroll
+      for (int off = 1; off < CX; off <<= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, off);
+      }
+      const float e = mx == -INFINITY ? 0.f : exp2f(lse - mx);
+      float den = e, num = e * o;
+#pragma unroll
+      for (int off = 1; off < CX; off <<= 1) {
+        den += __shfl_xor_sync(0xffffffffu, den, off);
+        num += __shfl_xor_sync(0xffffffffu, num, off);
+      }
+      if (ok && s == 0)
+        out[b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d] =
+            M::from_float(nan ? __int_as_float(0x7fc00000) : den > 0.f ? num / den : 0.f);
+    }
+    cluster_sync();
+    return;
+  } else {
   float* opart = p.o_part + ((int64_t)bh * NS + split) * G * D;
   float* lpart = p.lse_part + ((int64_t)bh * NS + split) * G;
   for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
@@ -780,6 +861,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     }
   }
   if (threadIdx.x == 0) p.counters[bh] = 0;
+  }  // CX == 0
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -934,21 +1016,36 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   for (int e = 0; e < E; e++) { kd[lane + 32 * e] = xk[e]; vd[lane + 32 * e] = xv[e]; }
 }
 
-// launch with (pdl = 1) or without the programmatic-dependent-launch attribute
+// launch with (pdl = 1) or without the programmatic-dependent-launch attribute, in clusters of cx CTAs along x
+// (cx = 0: no clusters)
 template <typename... A>
-int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int pdl, A... args) {
+int launch_ex(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int pdl, int cx,
+              A... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cx > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cx;
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = 1;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
   return e != cudaSuccess ? (int)e : (int)cudaGetLastError();
+}
+template <typename... A>
+int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int pdl, A... args) {
+  return launch_ex(kernel, grid, block, smem, stream, pdl, 0, args...);
 }
 
 // dynamic shared memory of a decode CTA: the cp.async ring (NWARP x STAGES tiles) or, after the loop, the
@@ -960,37 +1057,65 @@ constexpr int decode_smem_bytes() {
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  const int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            decode_smem_bytes<D, NWARP, STAGES>());
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
+  if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+                                    cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
-  return launch(int2_decode_kernel<T, D, NWARP, MINB, STAGES>, grid, dim3(NWARP * 32),
-                (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, p);
+  if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, grid, dim3(NWARP * 32),
+                   (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+int cluster_size() {
+  return CX;
+}
+
+// clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+int max_clusters() {
+  if (CX == 0) return 0;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(CX, 1);
+  cfg.blockDim = dim3(NWARP * 32);
+  cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES>();
+  cudaLaunchAttribute a;
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = CX;
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  cfg.attrs = &a;
+  cfg.numAttrs = 1;
+  int n = 0;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, &cfg) == cudaSuccess ? n : -1;
+}
+
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES>, NWARP * 32,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
@@ -1001,22 +1126,26 @@ int occupancy() {
 // with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
 // occupancy). dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
-  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4>ARGS;   \
-  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8>ARGS;   \
-  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6>ARGS;   \
-  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10>ARGS;  \
-  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4>ARGS;     \
-  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8>ARGS;     \
-  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10>ARGS;     \
-  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4>ARGS;    \
-  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4>ARGS;     \
-  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4>ARGS;   \
-  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4>ARGS;     \
-  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8>ARGS;   \
-  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8>ARGS;     \
-  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8>ARGS;    \
-  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8>ARGS;
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, 0>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, 0>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, 0>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, 0>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, 0>ARGS;     \
+  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, 0>ARGS;    \
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, 0>ARGS;     \
+  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, 0>ARGS;   \
+  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, 0>ARGS;     \
+  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, 0>ARGS;   \
+  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, 0>ARGS;     \
+  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, 0>ARGS;    \
+  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, 0>ARGS;    \
+  if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
+  if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
+  if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
@@ -1040,6 +1169,22 @@ extern "C" int oscar_int2_decode_warps(int dtype, int head_dim, int variant) {
 #define ARGS ()
   if (dtype == 0) { OSCAR_TABLE(warps_per_cta, __nv_bfloat16) }
   if (dtype == 1) { OSCAR_TABLE(warps_per_cta, __half) }
+#undef ARGS
+  return -1;
+}
+
+extern "C" int oscar_int2_decode_cluster(int dtype, int head_dim, int variant) {  // CTAs per cluster, 0 = none
+#define ARGS ()
+  if (dtype == 0) { OSCAR_TABLE(cluster_size, __nv_bfloat16) }
+  if (dtype == 1) { OSCAR_TABLE(cluster_size, __half) }
+#undef ARGS
+  return -1;
+}
+
+extern "C" int oscar_int2_decode_max_clusters(int dtype, int head_dim, int variant) {
+#define ARGS ()
+  if (dtype == 0) { OSCAR_TABLE(max_clusters, __nv_bfloat16) }
+  if (dtype == 1) { OSCAR_TABLE(max_clusters, __half) }
 #undef ARGS
   return -1;
 }
