@@ -247,6 +247,35 @@ def bench_diag(B, L, dev, variant):
     return res
 
 
+def read_floor(nbytes, dev, sms):
+    """Issue 7's measured bound: the fastest a single launch reads ``nbytes`` (a bare grid-stride read kernel,
+    oscar_read_floor, over R copies so each call misses L2), best over grid shapes. Returns (s, info)."""
+    from oscarkv.kernels import cuda_ops
+
+    L = cuda_ops.lib()
+    n16 = -(-nbytes // 16)
+    R = copies_for(nbytes)
+    bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device=dev).random_(0, 255) for _ in range(R)]
+    sink = torch.zeros(1, dtype=torch.int32, device=dev)
+    best = None
+    for ctas_per_sm in (1, 2, 4, 8, 16):
+        for threads in (256, 512, 1024):
+            if ctas_per_sm * threads > 2048:
+                continue
+            ctas = ctas_per_sm * sms
+
+            def call(b, ctas=ctas, threads=threads):
+                err = L.oscar_read_floor(b.data_ptr(), n16, sink.data_ptr(), ctas, threads,
+                                         torch.cuda.current_stream().cuda_stream)
+                assert err == 0, err
+
+            t = time_calls([lambda b=b: call(b) for b in bufs])
+            if best is None or t < best[0]:
+                best = (t, dict(ctas=ctas, threads=threads))
+    del bufs
+    return best
+
+
 def bench_sdpa(B, L, dev, which):
     """BF16 SDPA. GQA decode is fed as MHA over KV heads with the g query heads of each KV head as g query
     rows (no mask), which is exactly GQA decode and lets the kernel read K/V once."""
@@ -368,7 +397,10 @@ def main():
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
     ap.add_argument("--probe-variants", default="4,5")
+    ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
+    ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
+                    "(the measured bound of issue 7)")
     ap.add_argument("--append-batches", default="1,8,32,256")
     ap.add_argument("--early-reads", type=int, default=1, help="CudaDecodeConfig.early_reads for our kernel (as the "
                     "paged cache runs it; safe here: the previous kernel is always another decode call)")
@@ -415,7 +447,8 @@ def main():
         dump()
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
         pr = []
-        for L, B in [(131072, 1), (131072, 32)]:
+        for pt in a.probe_points.split(","):
+            L, B = (int(x) for x in pt.split("x"))
             for var in (int(x) for x in a.probe_variants.split(",")):
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
                 tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
@@ -436,6 +469,19 @@ def main():
             log("diag " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
             torch.cuda.empty_cache()
         res["diag"] = dg
+        dump()
+    if a.read_floor and not SMOKE:
+        rf = []
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        for pt in a.read_floor.split(","):
+            L, B = (int(x) for x in pt.split("x"))
+            nb = int2_bytes(B, L)
+            t, info = read_floor(nb, dev, sms)
+            rf.append(dict(L=L, B=B, bytes=nb, us=t * 1e6, TBps=nb / t / 1e12, frac_copy=nb / t / bw, **info))
+            log(f"read floor L={L} B={B}: {nb / 1e6:.1f} MB in {t * 1e6:.1f} us = {nb / t / 1e12:.2f} TB/s "
+                f"({nb / t / bw * 100:.0f}% copy) {json.dumps(info)}")
+            torch.cuda.empty_cache()
+        res["read_floor"] = rf
         dump()
     fi = not a.no_flashinfer and not SMOKE
     if fi:

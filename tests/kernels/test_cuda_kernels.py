@@ -131,6 +131,28 @@ def test_cuda_decode_fp16_and_long_single_sequence():
     _decode_case([3000, 20], 64, 4, hkv=2, seed=6, dtype=torch.float16)
 
 
+def test_cuda_kernels_refuse_a_pool_that_is_not_in_records():
+    """The kernels read a tile16 pool as records; a pool whose INT2 tensors are separate is refused in one line."""
+    from dataclasses import replace
+
+    cache, pool, ids, _ = build([500], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                backend="cuda", blocks=64)
+    meta = cache.metadata(ids, device="cuda")
+    q = torch.randn(1, 8, 128, device="cuda", dtype=torch.bfloat16)
+    sep = replace(pool, **{n: getattr(pool, n).clone() for n in ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero")})
+    assert torch.equal(decode_attention(q, sep, meta, backend="torch"), decode_attention(q, pool, meta, backend="torch"))
+    with pytest.raises(ValueError, match="record layout"):
+        decode_attention(q, sep, meta, plan=DecodePlan(1, 8, 2, 128, meta, "cuda", torch.bfloat16))
+
+
+def test_cuda_decode_at_128k_equals_the_reference():
+    """Issue 8's long-context check at the kernel level: one 131,072-token sequence, Qwen3-8B's attention shape
+    (8 KV heads, GQA 4, head_dim 128), batch-1 plan and the batch-32 variant, against the float64 reference."""
+    for i, cfg in enumerate([CudaDecodeConfig(), CudaDecodeConfig(variant=0), CudaDecodeConfig(early_reads=True)]):
+        err = _decode_case([131072], 128, 4, hkv=8, seed=70 + i, config=cfg)
+        print(f"128K rel err vs float64 reference ({cfg}): {err:.2e}")
+
+
 def test_cuda_decode_in_a_cuda_graph():
     cache, pool, ids, _ = build([5000, 300], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16",
                                 device="cuda", backend="cuda", blocks=800)

@@ -127,6 +127,30 @@ def test_tile16_pool_is_the_logical_pool_transformed(chunks, steps):
     assert torch.equal(decode_attention(q, pa, meta, backend="torch"), decode_attention(q, pb, meta, backend="torch"))
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_tile16_records_partition_one_tensor(d):
+    """A tile16 pool's six INT2 tensors are views that tile one uint8 tensor exactly, one contiguous record
+    per (block, KV head) in the decode kernel's order (no gap, no overlap); convert_pool builds the same."""
+    from oscarkv.kernels.cuda_ops import check_pool_records
+
+    kc, vc = QuantConfig(group_size=d, clip_ratio=0.96), QuantConfig(group_size=d, clip_ratio=0.92)
+    pool = MixedKVPool.allocate(9, 9, 16, 2, d, kc, vc, layout="tile16")
+    for p in (pool, convert_pool(MixedKVPool.allocate(9, 9, 16, 2, d, kc, vc), "tile16")):
+        base = p.k_codes.untyped_storage().data_ptr()
+        spans = [(getattr(p, n).data_ptr() - base, getattr(p, n)[0, 0].numel() * getattr(p, n).element_size())
+                 for n in ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero")]
+        assert spans[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(spans, spans[1:]))  # in this order
+        record = spans[-1][0] + spans[-1][1]
+        assert record == 8 * d + 4 * 16 * 2 and p.k_codes.stride()[:2] == (2 * record, record)
+        assert p.k_codes.untyped_storage().nbytes() == 9 * 2 * record
+        check_pool_records(p)
+    from dataclasses import replace
+
+    sep = replace(pool, v_codes=pool.v_codes.clone())
+    with pytest.raises(ValueError, match="v_codes is not in the tile16 record layout"):
+        check_pool_records(sep)
+
+
 def test_tile16_needs_block_size_16():
     with pytest.raises(ValueError, match="tile16"):
         MixedKVPool.allocate(4, 4, 8, 1, 64, QuantConfig(), QuantConfig(), layout="tile16")

@@ -11,8 +11,9 @@ Thin typed API in the FlashInfer / vLLM style. Layouts (see ``paged.py`` and ``l
 
 The INT2 tensors come in two layouts (``MixedKVPool.layout``): "logical" (quartered rows, exactly the
 ``oscarkv.quant`` format; Triton kernels) and "tile16" (block_size 16, one group per row: the same tensors
-with the bits of each (block, head) in the CUDA kernel's MMA-fragment order; ``layout.py`` has the torch
-transform both ways and ``convert_pool``). The torch reference ops (``reference.py``: ``gather_sequence``,
+with the bits of each (block, head) in the CUDA kernel's MMA-fragment order, stored as views of one contiguous
+record per (block, head): ``paged.tile16_records``; ``layout.py`` has the torch transform both ways and
+``convert_pool``). The torch reference ops (``reference.py``: ``gather_sequence``,
 ``write_kv_torch``, ``decode_attention_torch``) and ``prefill_attention`` read and write either layout.
 
 Kernels: ``cuda_ops`` (CUDA C++ built at first use with nvcc; decode for tile16 pools, one launch per

@@ -78,9 +78,7 @@ def build(verbose: bool = False) -> Path:
 class _DecodeParams(ctypes.Structure):
     _fields_ = [
         ("q", ctypes.c_void_p), ("q_sb", ctypes.c_int64), ("q_sh", ctypes.c_int64),
-        ("k_codes", ctypes.c_void_p), ("v_codes", ctypes.c_void_p), ("c_sblk", ctypes.c_int64), ("c_sh", ctypes.c_int64),
-        ("k_scale", ctypes.c_void_p), ("k_zero", ctypes.c_void_p), ("v_scale", ctypes.c_void_p), ("v_zero", ctypes.c_void_p),
-        ("s_sblk", ctypes.c_int64), ("s_sh", ctypes.c_int64),
+        ("records", ctypes.c_void_p), ("c_sblk", ctypes.c_int64), ("c_sh", ctypes.c_int64),
         ("k_hp", ctypes.c_void_p), ("v_hp", ctypes.c_void_p),
         ("h_sblk", ctypes.c_int64), ("h_sh", ctypes.c_int64), ("h_srow", ctypes.c_int64),
         ("hp_table", ctypes.c_void_p), ("hp_table_s", ctypes.c_int64), ("hp_lens", ctypes.c_void_p),
@@ -127,6 +125,8 @@ def lib():
         L.oscar_int2_decode_warps.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_int2_decode_cluster.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_int2_decode_max_clusters.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_read_floor.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_void_p]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                    ctypes.c_int]
         _LIB = L
@@ -157,6 +157,31 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
     if g > 8:
         return f"GQA group {g} > 8"
     return None
+
+
+def check_pool_records(pool: MixedKVPool) -> tuple[int, int]:
+    """The CUDA kernels read and write a tile16 pool as records (``paged.tile16_records``): per (block, KV head)
+    K codes | V codes | k_scale | k_zero | v_scale | v_zero contiguous, 16-byte aligned; the hp tensors with
+    contiguous rows and equal strides. Returns the record strides in bytes (per block, per KV head); strides
+    of dimensions of size 1 are not checked (torch leaves them arbitrary, the kernels multiply them by 0)."""
+    d, hkv = pool.head_dim, pool.num_kv_heads
+    rec = 8 * d + 128
+    want = (hkv * rec, rec)
+    base = pool.k_codes.data_ptr()
+    offs = dict(k_codes=0, v_codes=4 * d, k_scale=8 * d, k_zero=8 * d + 32, v_scale=8 * d + 64, v_zero=8 * d + 96)
+    for name, off in offs.items():
+        t = getattr(pool, name)
+        es, sh, st = t.element_size(), t.shape, t.stride()
+        if (t.data_ptr() != base + off or any(sh[i] > 1 and st[i] * es != want[i] for i in (0, 1))
+                or st[2] != sh[3] or (sh[3] > 1 and st[3] != 1)):
+            raise ValueError(f"pool tensor {name} is not in the tile16 record layout the CUDA kernels read "
+                             "(allocate the pool with MixedKVPool.allocate(..., layout='tile16'))")
+    if base % 16:
+        raise ValueError("tile16 records must be 16-byte aligned (allocate with MixedKVPool.allocate)")
+    for t in (pool.k_hp, pool.v_hp):
+        if t.stride() != pool.k_hp.stride() or t.stride(3) != 1 or t.data_ptr() % 16:
+            raise ValueError("the hp pool tensors need contiguous 16-byte aligned rows and equal strides")
+    return want
 
 
 @dataclass(frozen=True)
@@ -298,18 +323,12 @@ class DecodePlan:
         if q.stride(-1) != 1:
             q = q.contiguous()
         out = torch.empty_like(q) if out is None else out
-        for name in ("k_codes", "k_scale", "k_zero", "k_hp"):
-            for t in (getattr(pool, name), getattr(pool, "v" + name[1:])):
-                # cp.async copies 16-byte pieces: every tensor contiguous, same strides, 16-byte aligned
-                if not t.is_contiguous() or t.data_ptr() % 16 or t.stride() != getattr(pool, name).stride():
-                    raise ValueError(f"pool tensor {name[2:]} must be contiguous and 16-byte aligned for the CUDA kernel")
+        rec_sblk, rec_sh = check_pool_records(pool)
         ht, it = meta.hp_block_tables, meta.int2_block_tables
         assert ht.dtype == torch.int32 and it.dtype == torch.int32 and ht.stride(1) == 1 and it.stride(1) == 1
         p = _DecodeParams(
             q.data_ptr(), q.stride(0), q.stride(1),
-            pool.k_codes.data_ptr(), pool.v_codes.data_ptr(), pool.k_codes.stride(0), pool.k_codes.stride(1),
-            pool.k_scale.data_ptr(), pool.k_zero.data_ptr(), pool.v_scale.data_ptr(), pool.v_zero.data_ptr(),
-            pool.k_scale.stride(0), pool.k_scale.stride(1),
+            pool.k_codes.data_ptr(), rec_sblk, rec_sh,
             pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
             ht.data_ptr(), ht.stride(0), meta.hp_lens.data_ptr(),
             it.data_ptr(), it.stride(0), meta.int2_lens.data_ptr(),
@@ -331,6 +350,7 @@ def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wri
     if pool.layout != "tile16" or plan.page_dst is None:
         raise CudaKernelUnavailable("write_kv_cuda needs a tile16 pool and a page-wise plan (MixedKVCache page "
                                     "a multiple of block_size)")
+    check_pool_records(pool)
     rows, hkv, d = k.shape
     if k.dtype != pool.k_hp.dtype or v.dtype != pool.k_hp.dtype:
         k, v = k.to(pool.k_hp.dtype), v.to(pool.k_hp.dtype)

@@ -155,4 +155,12 @@ def convert_pool(pool, layout: str):
         else:
             new.update({f"{which}_codes": codes_from_tile16(c, which), f"{which}_scale": scales_from_tile16(s, which),
                         f"{which}_zero": scales_from_tile16(z, which)})
+    if layout == "tile16":  # the record layout of a tile16 pool (kernels/paged.py, tile16_records)
+        from .paged import tile16_records
+
+        rec = tile16_records(pool.k_codes.shape[0], pool.num_kv_heads, pool.head_dim, pool.k_scale.dtype,
+                             pool.k_codes.device)
+        for n, t in new.items():
+            rec[n].copy_(t)
+        new = rec
     return replace(pool, layout=layout, **new)

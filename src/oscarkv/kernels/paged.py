@@ -16,7 +16,8 @@ kernel then streams 512 contiguous bytes of packed K per (16-token block, head) 
 
     int2 pool   k_codes, v_codes   [num_int2_blocks, num_kv_heads, block_size, head_dim // 4]  uint8
                 (``layout`` "logical": quartered rows as in oscarkv.quant; "tile16": the CUDA kernel's
-                fragment order inside each (block, head), see layout.py)
+                fragment order inside each (block, head), see layout.py, and the six INT2 tensors are
+                views of one record per (block, head), see ``tile16_records``)
                 k_scale, k_zero,   [num_int2_blocks, num_kv_heads, block_size, num_groups]     scale dtype
                 v_scale, v_zero
     hp pool     k_hp, v_hp         [num_hp_blocks, num_kv_heads, block_size, head_dim]         bf16 / fp16
@@ -164,6 +165,8 @@ class MixedKVPool:
         device="cpu",
         layout: str = "logical",
     ) -> "MixedKVPool":
+        """Zero-filled pools of one layer (a tile16 pool's INT2 tensors are views of one record tensor:
+        ``tile16_records``)."""
         k_cfg = k_cfg or QuantConfig()
         v_cfg = v_cfg or QuantConfig()
         check_kernel_configs(k_cfg, v_cfg, head_dim)
@@ -176,19 +179,36 @@ class MixedKVPool:
         qshape = (num_int2_blocks, num_kv_heads, block_size)
         # Zero-filled (not empty) so a stray read of an unused slot is harmless rather than NaN.
         z = lambda *s, dt: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+        if layout == "tile16":
+            int2 = tile16_records(num_int2_blocks, num_kv_heads, head_dim, sdt, device)
+        else:
+            int2 = dict(k_codes=z(*qshape, head_dim // 4, dt=torch.uint8), k_scale=z(*qshape, ng, dt=sdt),
+                        k_zero=z(*qshape, ng, dt=sdt), v_codes=z(*qshape, head_dim // 4, dt=torch.uint8),
+                        v_scale=z(*qshape, ng, dt=sdt), v_zero=z(*qshape, ng, dt=sdt))
         return cls(
-            k_codes=z(*qshape, head_dim // 4, dt=torch.uint8),
-            k_scale=z(*qshape, ng, dt=sdt),
-            k_zero=z(*qshape, ng, dt=sdt),
-            v_codes=z(*qshape, head_dim // 4, dt=torch.uint8),
-            v_scale=z(*qshape, ng, dt=sdt),
-            v_zero=z(*qshape, ng, dt=sdt),
+            **int2,
             k_hp=z(num_hp_blocks, num_kv_heads, block_size, head_dim, dt=dtype),
             v_hp=z(num_hp_blocks, num_kv_heads, block_size, head_dim, dt=dtype),
             k_cfg=k_cfg,
             v_cfg=v_cfg,
             layout=layout,
         )
+
+
+def tile16_records(num_blocks: int, num_kv_heads: int, head_dim: int, scale_dtype: torch.dtype, device) -> dict:
+    """The INT2 tensors of a tile16 pool (block_size 16, one scale group per row) as strided views of one
+    zero-filled uint8 tensor ``[num_blocks, num_kv_heads, 8 d + 4 * 16 * s]`` (s = scale bytes): per (block,
+    KV head) one contiguous record K codes | V codes | k_scale | k_zero | v_scale | v_zero, the order of the
+    CUDA decode kernel's shared-memory tile, so a tile is one address and 9 consecutive 128-byte lines at
+    d = 128 (issue 7). Shapes and dtypes are those of the logical layout; every consumer addresses the pool
+    through strides."""
+    cb = 16 * head_dim // 4
+    sb = 16 * torch.tensor([], dtype=scale_dtype).element_size()
+    rec = torch.zeros(num_blocks, num_kv_heads, 2 * cb + 4 * sb, dtype=torch.uint8, device=device)
+    out = {n: rec[..., i * cb : (i + 1) * cb].unflatten(-1, (16, head_dim // 4)) for i, n in enumerate(("k_codes", "v_codes"))}
+    for i, n in enumerate(("k_scale", "k_zero", "v_scale", "v_zero")):
+        out[n] = rec[..., 2 * cb + i * sb : 2 * cb + (i + 1) * sb].view(scale_dtype).unflatten(-1, (16, 1))
+    return out
 
 
 def check_kernel_configs(k_cfg: QuantConfig, v_cfg: QuantConfig, head_dim: int) -> None:

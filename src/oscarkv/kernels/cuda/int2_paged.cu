@@ -41,14 +41,9 @@
 struct DecodeParams {
   const void* q;  // [B, HQ, D] T
   int64_t q_sb, q_sh;
-  const uint8_t* k_codes;  // [nb, HKV, 16, D/4] tile16
-  const uint8_t* v_codes;
+  const uint8_t* records;  // [nb, HKV, 8 D + 128] tile16 records: K codes | V codes | k_scale | k_zero |
+                           // v_scale | v_zero (kernels/paged.py tile16_records; cuda_ops checks the layout)
   int64_t c_sblk, c_sh;  // bytes
-  const __half* k_scale;  // [nb, HKV, 16, 1] tile16 token order
-  const __half* k_zero;
-  const __half* v_scale;
-  const __half* v_zero;
-  int64_t s_sblk, s_sh;  // elements
   const void* k_hp;  // [nb, HKV, 16, D] T
   const void* v_hp;
   int64_t h_sblk, h_sh, h_srow;  // elements
@@ -435,27 +430,27 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int lastt = ntile - 1;
     const int partial_k =
         (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % NWARP == 0) ? (lastt - first) / NWARP : -1;
-    // per-lane sources of the 16-byte cp.async of a tile. D = 128: K codes (512 B, lane l copies bytes
-    // [16l, 16l + 16)), V codes likewise, scale/zero (lanes 0..7). D = 64: K and V codes (256 B each) in one
-    // cp.async (lanes 0..15 K, 16..31 V, which land contiguously in the ring), then scale/zero.
-    const uint8_t* srck = NW == 4 ? p.k_codes + (int64_t)kvh * p.c_sh + 16 * lane
-                                  : (lane < 16 ? p.k_codes : p.v_codes) + (int64_t)kvh * p.c_sh + 16 * (lane & 15);
-    const uint8_t* srcv = p.v_codes + (int64_t)kvh * p.c_sh + 16 * lane;
-    const int mi = (lane >> 1) & 3;
-    const __half* mt_ = mi == 0 ? p.k_scale : mi == 1 ? p.k_zero : mi == 2 ? p.v_scale : p.v_zero;
-    const uint8_t* srcm = reinterpret_cast<const uint8_t*>(mt_ + (int64_t)kvh * p.s_sh) + 16 * (lane & 1);
-    const uint32_t cblk = (uint32_t)p.c_sblk, sblk = (uint32_t)(p.s_sblk * 2);  // bytes per block (< 2^32)
+    // The pool is one record per (block, KV head): K codes (4D bytes) | V codes (4D) | k_scale | k_zero |
+    // v_scale | v_zero (32 B each), the ring slot's order (MixedKVPool.allocate; cuda_ops checks it). So a
+    // tile's three 16-byte cp.async per lane share one address (one IMAD.WIDE per tile) with immediate
+    // offsets: bytes [16 l, 16 l + 16) of the first 512 (D = 128: K codes; D = 64: K then V codes), the same
+    // of the next 512 (D = 128: V codes), and the 128 scale / zero bytes (lanes 0..7).
+    const uint8_t* src = p.records + (int64_t)kvh * p.c_sh + 16 * lane;
+    const uint32_t cblk = (uint32_t)p.c_sblk;  // record bytes per block (< 2^32)
     auto tbl = [&](int k) { return k < nmine ? table[first + k * NWARP] : 0; };
     // cp.async of tile k (local index) into the ring slot at shared address slot (this lane's 16 bytes)
     auto issue = [&](int k, int blk, uint32_t slot) {
       const bool ok = k < nmine;
-      cp_async16(slot, mad_wide(blk, cblk, srck), ok);
-      if constexpr (NW == 4) cp_async16(slot + 4 * D, mad_wide(blk, cblk, srcv), ok);
-      cp_async16(slot + 8 * D, mad_wide(blk, sblk, srcm), ok && lane < 8);
+      const uint8_t* a = mad_wide(blk, cblk, src);
+      cp_async16(slot, a, ok);
+      if constexpr (NW == 4) cp_async16(slot + 4 * D, a + 4 * D, ok);
+      cp_async16(slot + 8 * D, a + 8 * D, ok && lane < 8);
       asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
+    // ring slot of tile k: k mod STAGES (a mask for power-of-two rings, else a running pointer)
+    constexpr bool POW2 = (STAGES & (STAGES - 1)) == 0;
     const uint32_t ring_end = ring_s + STAGES * TB;
-    uint32_t slot = ring_s;
+    uint32_t slot_run = ring_s;
     // One INT2 tile's registers: the lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale /
     // zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9).
     struct Tile {
@@ -465,6 +460,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // wait for the oldest ring slot, read tile k from it, refill it with tile k + STAGES (block id blk_next)
     auto fetch = [&](int k, int blk_next) {
       Tile x;
+      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
       asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
       __syncwarp();
       // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
@@ -488,7 +484,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
                    : "memory");
       __syncwarp();  // every lane has read this stage before it is refilled
       issue(k + STAGES, blk_next, slot);
-      slot = slot + TB == ring_end ? ring_s : slot + TB;
+      if constexpr (!POW2) slot_run = slot_run + TB == ring_end ? ring_s : slot_run + TB;
       return x;
     };
     // scores S (tokens g, g + 8 x heads 2t, 2t + 1), tokens on M, heads on N, two accumulator chains; chain 0
@@ -1200,6 +1196,36 @@ extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void
   if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128>, grid, block, 0, s, pdl, *p);
   if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64>, grid, block, 0, s, pdl, *p);
   return -1;
+}
+
+// Read floor (issue 7's measured bound, bench_decode.py --read-floor): the fastest one launch reads n16
+// 16-byte words with nothing else to do (grid-stride, 8 independent 16-byte loads in flight per thread,
+// bypassing L1); sink is written only if the XOR of everything read equals a magic value (never, in practice),
+// so the loads cannot be removed. Not used by the library.
+namespace {
+__global__ void read_floor_kernel(const uint4* __restrict__ src, int64_t n16, uint32_t* sink) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t x = 0;
+  for (; i + 7 * stride < n16; i += 8 * stride) {
+    uint4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = __ldcs(src + i + j * stride);
+#pragma unroll
+    for (int j = 0; j < 8; j++) x ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 v = __ldcs(src + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9E3779B9u) sink[0] = x;
+}
+}  // namespace
+
+extern "C" int oscar_read_floor(const void* src, int64_t n16, uint32_t* sink, int ctas, int threads, void* stream) {
+  read_floor_kernel<<<ctas, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+      reinterpret_cast<const uint4*>(src), n16, sink);
+  return (int)cudaGetLastError();
 }
 
 extern "C" int oscar_params_sizes(int* out2) {
