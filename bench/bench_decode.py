@@ -236,6 +236,9 @@ def bench_diag(B, L, dev, variant):
         p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
+    if plans[0].cluster:  # cluster variants run exactly one cluster of splits: no 1 + 1 plan
+        del pool, metas
+        return res
     # launch + prologue + epilogue without a merge worth the name: one split per tier, nothing cached
     p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
     res["empty_1+1_splits"] = timed(empty, p1)

@@ -195,9 +195,11 @@ class CudaDecodeConfig:
                      splits, so the last CTA merges fewer partial results); 8 = 4 tiles, 16 warps, and
                      9 = 4 tiles, 8 warps, launched in clusters of 16 / 8 CTAs that are all the splits of a
                      (sequence, KV head) and merge through distributed shared memory (sm_90; no partials in
-                     global memory, no arrival atomic; EXPERIMENTAL: written in the fifth session without a
-                     GPU, opt-in only until the GPU tests and the batch-1 timing of the next device session).
-                     (Measured and removed in the
+                     global memory, no arrival atomic). Opt-in only: GPU-tested, but measured faster only
+                     for short batch-1 calls (H200, sixth session: 4K b1 8.1 us for 9 vs 9.2 for 4), and much
+                     slower at length (128K b1 66.9 us for 8, 83.5 for 9, vs 36.2 for 4; 128K b32 1243 / 998
+                     vs 903): one cluster per (sequence, KV head) leaves a batch-1 call 8 clusters, too few
+                     CTAs (9) or more 16-CTA clusters than fit at once (8). (Measured and removed in the
                      fifth session, BENCHMARKS.md: 4 warps x 5 CTAs per SM at <= 96 registers, which spills,
                      40% slower at 128K batch 1; four score-accumulator chains instead of two, within noise
                      at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
