@@ -1153,37 +1153,20 @@ extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, in
   return -1;
 }
 
-extern "C" int oscar_int2_decode_occupancy(int dtype, int head_dim, int variant) {
+// per-variant queries of the host (cuda_ops): one dispatch rule for all of them
+#define OSCAR_QUERY(NAME, F)                                   \
+  extern "C" int NAME(int dtype, int head_dim, int variant) { \
+    if (dtype == 0) { OSCAR_TABLE(F, __nv_bfloat16) }          \
+    if (dtype == 1) { OSCAR_TABLE(F, __half) }                 \
+    return -1;                                                 \
+  }
 #define ARGS ()
-  if (dtype == 0) { OSCAR_TABLE(occupancy, __nv_bfloat16) }
-  if (dtype == 1) { OSCAR_TABLE(occupancy, __half) }
+OSCAR_QUERY(oscar_int2_decode_occupancy, occupancy)
+OSCAR_QUERY(oscar_int2_decode_warps, warps_per_cta)
+OSCAR_QUERY(oscar_int2_decode_cluster, cluster_size)  // CTAs per cluster, 0 = none
+OSCAR_QUERY(oscar_int2_decode_max_clusters, max_clusters)
 #undef ARGS
-  return -1;
-}
-
-extern "C" int oscar_int2_decode_warps(int dtype, int head_dim, int variant) {
-#define ARGS ()
-  if (dtype == 0) { OSCAR_TABLE(warps_per_cta, __nv_bfloat16) }
-  if (dtype == 1) { OSCAR_TABLE(warps_per_cta, __half) }
-#undef ARGS
-  return -1;
-}
-
-extern "C" int oscar_int2_decode_cluster(int dtype, int head_dim, int variant) {  // CTAs per cluster, 0 = none
-#define ARGS ()
-  if (dtype == 0) { OSCAR_TABLE(cluster_size, __nv_bfloat16) }
-  if (dtype == 1) { OSCAR_TABLE(cluster_size, __half) }
-#undef ARGS
-  return -1;
-}
-
-extern "C" int oscar_int2_decode_max_clusters(int dtype, int head_dim, int variant) {
-#define ARGS ()
-  if (dtype == 0) { OSCAR_TABLE(max_clusters, __nv_bfloat16) }
-  if (dtype == 1) { OSCAR_TABLE(max_clusters, __half) }
-#undef ARGS
-  return -1;
-}
+#undef OSCAR_QUERY
 
 extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream, int pdl) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
