@@ -149,6 +149,11 @@ def test_tile16_records_partition_one_tensor(d):
     sep = replace(pool, v_codes=pool.v_codes.clone())
     with pytest.raises(ValueError, match="v_codes is not in the tile16 record layout"):
         check_pool_records(sep)
+    c32 = QuantConfig(group_size=d, scale_dtype="float32")  # records of another scale width: not the kernels'
+    wide = MixedKVPool.allocate(4, 4, 16, 2, d, c32, c32, layout="tile16")
+    assert wide.k_codes.stride(1) == 8 * d + 4 * 16 * 4
+    with pytest.raises(ValueError, match="fp16 scale"):
+        check_pool_records(wide)
 
 
 def test_tile16_needs_block_size_16():

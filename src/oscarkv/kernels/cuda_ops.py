@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..errors import StateError
-from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index
+from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index, tile16_record_offsets
 
 _SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
@@ -164,11 +164,12 @@ def check_pool_records(pool: MixedKVPool) -> tuple[int, int]:
     K codes | V codes | k_scale | k_zero | v_scale | v_zero contiguous, 16-byte aligned; the hp tensors with
     contiguous rows and equal strides. Returns the record strides in bytes (per block, per KV head); strides
     of dimensions of size 1 are not checked (torch leaves them arbitrary, the kernels multiply them by 0)."""
-    d, hkv = pool.head_dim, pool.num_kv_heads
-    rec = 8 * d + 128
-    want = (hkv * rec, rec)
+    if pool.k_scale.dtype != torch.float16:  # the kernels' records hold fp16 scale / zero (TB in int2_paged.cu)
+        raise ValueError(f"the CUDA kernels need fp16 scale / zero, the pool has {pool.k_scale.dtype} "
+                         "(QuantConfig(scale_dtype='float16'))")
+    offs, rec = tile16_record_offsets(pool.head_dim, 2)
+    want = (pool.num_kv_heads * rec, rec)
     base = pool.k_codes.data_ptr()
-    offs = dict(k_codes=0, v_codes=4 * d, k_scale=8 * d, k_zero=8 * d + 32, v_scale=8 * d + 64, v_zero=8 * d + 96)
     for name, off in offs.items():
         t = getattr(pool, name)
         es, sh, st = t.element_size(), t.shape, t.stride()
@@ -287,7 +288,7 @@ class DecodePlan:
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
-        # through distributed shared memory (experimental: see CudaDecodeConfig)
+        # through distributed shared memory (opt-in: see CudaDecodeConfig)
         cx = L.oscar_int2_decode_cluster(_DT[dtype], head_dim, v)
         self.cluster = max(cx, 0)
         if cx > 0:

@@ -195,19 +195,37 @@ class MixedKVPool:
         )
 
 
+TILE16_RECORD_FIELDS = ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero")
+
+
+def tile16_record_offsets(head_dim: int, scale_bytes: int) -> tuple[dict, int]:
+    """Byte offset of each INT2 tensor inside a tile16 record (one (block, KV head): 16 tokens), in the order
+    of ``TILE16_RECORD_FIELDS``, and the record's size: K codes | V codes (4 d bytes each) | k_scale | k_zero
+    | v_scale | v_zero (16 values each). The one home of this layout on the Python side (the CUDA kernel's
+    shared-memory tile has the same order, ``TB`` in kernels/cuda/int2_paged.cu)."""
+    sizes = (4 * head_dim, 4 * head_dim) + (16 * scale_bytes,) * 4
+    offs, o = {}, 0
+    for name, n in zip(TILE16_RECORD_FIELDS, sizes):
+        offs[name] = o
+        o += n
+    return offs, o
+
+
 def tile16_records(num_blocks: int, num_kv_heads: int, head_dim: int, scale_dtype: torch.dtype, device) -> dict:
     """The INT2 tensors of a tile16 pool (block_size 16, one scale group per row) as strided views of one
-    zero-filled uint8 tensor ``[num_blocks, num_kv_heads, 8 d + 4 * 16 * s]`` (s = scale bytes): per (block,
-    KV head) one contiguous record K codes | V codes | k_scale | k_zero | v_scale | v_zero, the order of the
-    CUDA decode kernel's shared-memory tile, so a tile is one address and 9 consecutive 128-byte lines at
-    d = 128 (issue 7). Shapes and dtypes are those of the logical layout; every consumer addresses the pool
-    through strides."""
-    cb = 16 * head_dim // 4
-    sb = 16 * torch.tensor([], dtype=scale_dtype).element_size()
-    rec = torch.zeros(num_blocks, num_kv_heads, 2 * cb + 4 * sb, dtype=torch.uint8, device=device)
-    out = {n: rec[..., i * cb : (i + 1) * cb].unflatten(-1, (16, head_dim // 4)) for i, n in enumerate(("k_codes", "v_codes"))}
-    for i, n in enumerate(("k_scale", "k_zero", "v_scale", "v_zero")):
-        out[n] = rec[..., 2 * cb + i * sb : 2 * cb + (i + 1) * sb].view(scale_dtype).unflatten(-1, (16, 1))
+    zero-filled uint8 tensor ``[num_blocks, num_kv_heads, record]`` (``tile16_record_offsets``): per (block,
+    KV head) one contiguous record in the order of the CUDA decode kernel's shared-memory tile, so a tile is
+    one address and 9 consecutive 128-byte lines at d = 128 (issue 7). Shapes and dtypes are those of the
+    logical layout; every consumer addresses the pool through strides."""
+    sb = torch.tensor([], dtype=scale_dtype).element_size()
+    offs, size = tile16_record_offsets(head_dim, sb)
+    rec = torch.zeros(num_blocks, num_kv_heads, size, dtype=torch.uint8, device=device)
+    out = {}
+    for name, o in offs.items():
+        if name.endswith("codes"):
+            out[name] = rec[..., o : o + 4 * head_dim].unflatten(-1, (16, head_dim // 4))
+        else:
+            out[name] = rec[..., o : o + 16 * sb].view(scale_dtype).unflatten(-1, (16, 1))
     return out
 
 

@@ -673,6 +673,31 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     sm_l[warp][2 * t + 1] = fl[1];
   }
   __syncthreads();
+  // The CTA's partial result (its warps combined): into shared memory for the cluster merge (each CTA keeps
+  // its own, read by the others through distributed shared memory), else into the global partial buffers
+  // that the last CTA merges.
+  __shared__ float sm_po[CX > 0 ? 8 * D : 1], sm_pl[CX > 0 ? 8 : 1];
+  float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + split) * G * D;
+  float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + split) * G;
+  for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
+    const int h = idx / D, d = idx % D;
+    float mm = -1e30f;
+#pragma unroll
+    for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
+    float L = 0.f, O = 0.f;
+#pragma unroll
+    for (int w = 0; w < NWARP; w++) {
+      const float e = exp2f(sm_m[w][h] - mm);
+      L += e * sm_l[w][h];
+      O += e * sm_o[w][h][d];
+    }
+    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an
+    // empty split, so test for zero instead and let NaN reach the output.
+    opart[idx] = L != 0.f ? O / L : 0.f;
+    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
+  }
+  // probe 3 (no merge): every CTA returns here, so no CTA waits at a barrier or for an arrival
+  if (p.probe == 3) return;
   if constexpr (CX > 0) {
     // Cluster merge (variants 8 / 9; issue 7, the batch-1 fixed cost): the CX CTAs of a cluster are all the
     // splits of this (batch, KV head) (the plan makes NS = CX). Each CTA keeps its partial result in its own
@@ -680,23 +705,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // reading the CX partials through distributed shared memory: no partial written to global memory, no
     // arrival atomic, no last-CTA round trips. A second barrier keeps every CTA's shared memory alive until
     // all have read it.
-    __shared__ float sm_po[8 * D], sm_pl[8];
-    for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
-      const int h = idx / D, d = idx % D;
-      float mm = -1e30f;
-#pragma unroll
-      for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
-      float L = 0.f, O = 0.f;
-#pragma unroll
-      for (int w = 0; w < NWARP; w++) {
-        const float e = exp2f(sm_m[w][h] - mm);
-        L += e * sm_l[w][h];
-        O += e * sm_o[w][h][d];
-      }
-      sm_po[idx] = L != 0.f ? O / L : 0.f;  // as the global partials below (issue 11: NaN L stays NaN)
-      if (d == 0) sm_pl[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
-    }
-    if (p.probe == 3) return;  // every CTA of every cluster returns here: no one waits at the barrier
     cluster_sync();
     // pairs (output item, source CTA): CX consecutive lanes hold one item's CX sources (CX divides 32 and
     // G D), reduced with shuffles inside the group
@@ -731,30 +739,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     cluster_sync();
     return;
   } else {
-  float* opart = p.o_part + ((int64_t)bh * NS + split) * G * D;
-  float* lpart = p.lse_part + ((int64_t)bh * NS + split) * G;
-  for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
-    const int h = idx / D, d = idx % D;
-    float mm = -1e30f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
-    float L = 0.f, O = 0.f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) {
-      const float e = exp2f(sm_m[w][h] - mm);
-      L += e * sm_l[w][h];
-      O += e * sm_o[w][h][d];
-    }
-    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an
-    // empty split, so test for zero instead and let NaN reach the output.
-    opart[idx] = L != 0.f ? O / L : 0.f;
-    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
-  }
   // ---- the last CTA of this (batch, KV head) merges all splits. Arrival: one acq_rel atomic by thread 0
   // after the CTA barrier (release: the CTA's partial writes, ordered before it by the barrier, are visible
   // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
   // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
-  if (p.probe == 3) return;
   __syncthreads();
   if (threadIdx.x == 0) {
     int prev;
