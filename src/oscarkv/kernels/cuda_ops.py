@@ -205,7 +205,9 @@ class CudaDecodeConfig:
                      40% slower at 128K batch 1; four score-accumulator chains instead of two, within noise
                      at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
                      both tiles' score MMAs before either softmax, was measured slower at every shape and
-                     removed: BENCHMARKS.md, fourth session.)
+                     removed: BENCHMARKS.md, fourth session. A rolling software pipeline, tile k + 1's
+                     score MMAs issued before tile k's softmax and output, passed the GPU tests and was 2-8%
+                     slower at every shape: seventh session, patch in bench/results.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
