@@ -206,7 +206,7 @@ class CudaDecodeConfig:
                      at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
                      both tiles' score MMAs before either softmax, was measured slower at every shape and
                      removed: BENCHMARKS.md, fourth session. A rolling software pipeline, tile k + 1's
-                     score MMAs issued before tile k's softmax and output, passed the GPU tests and was 2-8%
+                     score MMAs issued before tile k's softmax and output, passed the GPU tests and was 3-11%
                      slower at every shape; so were 18 warps per SM at 112 registers (6 warps x 3 CTAs or
                      9 x 2, via __maxnreg__; 4-23% slower): seventh session, patches in bench/results.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
