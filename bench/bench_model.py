@@ -452,6 +452,9 @@ def run_model(name, cfg, args, device, bw, out):
         torch.cuda.empty_cache()
 
 
+GEN_REFS = ("reference", "reference_fp32_attention", "reference_exact")  # gen_long's reference runs
+
+
 def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     """``model.generate`` (greedy) on the paged cache: a real prefill of ``ctx`` tokens + ``new_tokens`` decode
     steps, then the same tokens teacher-forced through the reference backend (history dequantized to bf16,
@@ -520,8 +523,9 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
 
     pairs = [("paged", "reference"), ("paged", "reference_fp32_attention"), ("reference", "reference_fp32_attention"),
              ("paged", "reference_exact"), ("reference", "reference_exact")]
-    res["max_rel_logit_diff"] = {f"{a} vs {b}": max(dist(a, b)) for a, b in pairs if a in logits and b in logits}
-    res["per_step"] = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
+    per_step = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
+    res["max_rel_logit_diff"] = {k: max(v) for k, v in per_step.items()}
+    res["per_step"] = per_step
     log(f"  generate at {ctx}: {json.dumps(res)[:1500]}")
     out["generate_long"] = res
     Path(args.out).write_text(json.dumps(out, indent=1))
@@ -537,7 +541,7 @@ def main():
     ap.add_argument("--kv-budget-gib", type=float, default=40.0)
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--generate-128k", type=int, default=0, help="context of a real generate run (0: skip)")
-    ap.add_argument("--generate-refs", default="reference,reference_fp32_attention,reference_exact",
+    ap.add_argument("--generate-refs", default=",".join(GEN_REFS),
                     help="reference runs compared with the paged generate (gen_long)")
     ap.add_argument("--modes", default="graph",
                     help="graph: uncompiled step in a CUDA graph; compiled: torch.compile'd step in a CUDA graph")
@@ -554,7 +558,7 @@ def main():
     args.contexts = [int(x) for x in args.contexts.split(",") if x]
     args.modes = args.modes.split(",")
     args.generate_refs = [x for x in args.generate_refs.split(",") if x]
-    bad = set(args.generate_refs) - {"reference", "reference_fp32_attention", "reference_exact"}
+    bad = set(args.generate_refs) - set(GEN_REFS)
     if bad:
         ap.error(f"--generate-refs: unknown {sorted(bad)}")
     args.graph_contexts = [int(x) for x in args.graph_contexts.split(",") if x]
