@@ -170,7 +170,7 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=False):
+def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
     """Ours: the CUDA kernel (best of ``variants``, None = the default rule of ``CudaDecodeConfig``;
     ``split_scale`` multiplies the planned INT2 split count) or the Triton fallback."""
     nbytes = int2_bytes(B, L)
@@ -186,8 +186,8 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=Fal
             if split_scale:
                 n = max(1, round(plans[0].n_int2 * split_scale))
                 plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_int2_splits=n) for m in metas]
-            if probe:  # loads only (see DecodePlan.run)
-                t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=True) for m, p in zip(metas, plans)])
+            if probe:  # 1: loads only, 6: no code unpack, 7: math only (see DecodePlan.run)
+                t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(metas, plans)])
             else:
                 t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
             if best is None or t < best[0]:
@@ -400,6 +400,8 @@ def main():
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
     ap.add_argument("--probe-variants", default="4,5")
+    ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
+                    "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill)")
     ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
@@ -454,11 +456,16 @@ def main():
             L, B = (int(x) for x in pt.split("x"))
             for var in (int(x) for x in a.probe_variants.split(",")):
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
-                tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=True)
-                pr.append(dict(L=L, B=B, variant=var, full_us=tf * 1e6, loads_only_us=tp * 1e6, bytes=nb,
-                               full_frac_copy=nb / tf / bw, loads_only_frac_copy=nb / tp / bw, splits=exf["splits"]))
-                log(f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy), loads only "
-                    f"{tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)")
+                r = dict(L=L, B=B, variant=var, full_us=tf * 1e6, bytes=nb, full_frac_copy=nb / tf / bw,
+                         splits=exf["splits"])
+                msg = f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy)"
+                for mode in (int(x) for x in a.probe_modes.split(",")):
+                    name = {1: "loads_only", 6: "no_unpack", 7: "math_only"}[mode]
+                    tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=mode)
+                    r[f"{name}_us"], r[f"{name}_frac_copy"] = tp * 1e6, nb / tp / bw
+                    msg += f", {name.replace('_', ' ')} {tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)"
+                pr.append(r)
+                log(msg)
                 torch.cuda.empty_cache()
         res["probe"] = pr
         dump()

@@ -1,6 +1,6 @@
 """Count SASS instructions of the INT2 decode loop (issue 7): reproducible per-tile instruction counts.
 
-    python bench/sass_count.py [--src FILE.cu | --cubin X.cubin] [--kernel SUBSTR] [--mma-per-tile N] [--hist]
+    python bench/sass_count.py [--src FILE.cu | --cubin X.cubin] [--kernel SUBSTR] [--mma-per-tile N] [--min-tiles N] [--hist]
 
     # before / after of issue 7 (commit e6ce31c = the kernel of BENCHMARKS.md's first 2026-12-03 section):
     git show e6ce31c:src/oscarkv/kernels/cuda/int2_paged.cu > /tmp/old.cu
@@ -69,7 +69,7 @@ def functions(sass: str):
         yield cur, body
 
 
-def analyse(name: str, ins, mma_per_tile: int, hist: bool):
+def analyse(name: str, ins, mma_per_tile: int, hist: bool, min_tiles: int = 1):
     addr = {a: i for i, (a, *_ ) in enumerate(ins)}
     loops = []
     for i, (a, pred, op, args) in enumerate(ins):
@@ -85,7 +85,7 @@ def analyse(name: str, ins, mma_per_tile: int, hist: bool):
         n_mma = sum(op.startswith("HMMA") for _, _, op, _ in body)
         n_lop = sum(op.startswith("LOP3") for _, _, op, _ in body)
         n_hfma = sum(op.startswith("HFMA2") for _, _, op, _ in body)
-        if n_mma < 16 or n_lop + n_hfma < 56:  # the INT2 loop unpacks 64 words (LOP3 [+ HFMA2]); the BF16 loop has ~36 LOP3
+        if n_mma < max(16, min_tiles * mma_per_tile) or n_lop + n_hfma < 56:  # the INT2 loop unpacks 64 words (LOP3 [+ HFMA2]); the BF16 loop has ~36 LOP3
             continue
         key = hi - lo
         if best is None or key < best[0]:  # the innermost loop with the unpack + MMA
@@ -131,13 +131,14 @@ def main():
     ap.add_argument("--mma-per-tile", type=int, default=18,
                     help="HMMA per 16-token tile: 18 now at head_dim 128 (8 K + 8 V + l/z + offset), 16 before")
     ap.add_argument("--hist", action="store_true")
+    ap.add_argument("--min-tiles", type=int, default=1, help="the loop must hold at least this many tiles' MMAs (unrolled loops)")
     ap.add_argument("nvcc_extra", nargs="*")
     a = ap.parse_args()
     cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra, Path(a.src) if a.src else SRC)
     sass = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     for name, ins in functions(sass):
         if a.kernel in name:
-            analyse(name, ins, a.mma_per_tile, a.hist)
+            analyse(name, ins, a.mma_per_tile, a.hist, a.min_tiles)
 
 
 if __name__ == "__main__":

@@ -318,7 +318,8 @@ class DecodePlan:
         """One layer's decode attention. ``_probe`` (benchmarks only; the output is garbage): 1 skips the
         INT2 math (how fast the loads alone stream the cache), 2 returns right after the launch (the
         grid's launch floor), 3 skips the merge (returns after the partial writes), 4 returns after the
-        prologue (q, lengths, first block ids), 5 after the tile loop (no epilogue)."""
+        prologue (q, lengths, first block ids), 5 after the tile loop (no epilogue), 6 leaves out the
+        code unpack (the MMAs take the raw code words), 7 the INT2 loads after the first ring fill (math only)."""
         B, HQ, D = q.shape
         if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
             raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "

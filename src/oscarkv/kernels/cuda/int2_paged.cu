@@ -24,7 +24,7 @@
 //   logits                = s_tok * S + z_tok * sum(q')             (scale / zero by algebra, fp32)
 //   O^T[dim, head]       += (1024 + 4^P c) (A = V^T) x P'[tok, head],  P' = p * s_tok (fp16, movmatrix from
 //                           the C to the B fragment); 1024 sum P' is accumulated by one more MMA (A = 1024)
-//                           and subtracted from O^T every kFlush tiles, 4^-P is applied per output row at
+//                           and subtracted from O^T every 32 tiles, 4^-P is applied per output row at
 //                           the end; l = sum p and sum p z_tok come from one MMA (A rows = ones, z).
 //   The running max moves only when a logit exceeds it by kSlack (warp-uniform slow path, which also
 //   masks the partial last tile and folds the V offset).
@@ -63,7 +63,8 @@ struct DecodeParams {
   int early;  // 1: lengths, block tables, BF16-tier L2 prefetches and INT2 tiles other than each sequence's
               // newest read before waiting for the previous kernel (PDL); the caller guarantees that the
               // kernel launched right before writes none of them (DecodePlan's early_reads)
-  int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth),
+  int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth), 6 = no
+             // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
              // 2 = return right after the launch (launch floor of this grid), 3 = no merge (return after
              // the partial writes, before the arrival), 4 = prologue only (q, lengths and the first block
              // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop)
@@ -178,6 +179,19 @@ __device__ __forceinline__ void unpack8(uint32_t w, uint32_t o[8]) {
   }
 }
 
+// unpack8 of word i of a tile side; RAW (probe 6, benchmarks only, garbage output): the raw words in the
+// order that makes each MMA's A operand the loaded register quad (no instruction), so that a tile costs
+// everything but the unpack (is the loop bound by the unpack's ALU work?)
+template <bool RAW, bool KSIDE, int NW>
+__device__ __forceinline__ void unpack_tile(const uint32_t (&w)[NW], int i, uint32_t a[8]) {
+  if constexpr (RAW) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) a[j] = w[(KSIDE ? 2 * (j & 1) + (j >> 2) : (j & 1) + 2 * (j >> 2)) % NW];
+  } else {
+    unpack8(w[i], a);
+  }
+}
+
 __device__ __forceinline__ float h2f_lo(uint32_t x) { return __low2float(*reinterpret_cast<__half2*>(&x)); }
 __device__ __forceinline__ float h2f_hi(uint32_t x) { return __high2float(*reinterpret_cast<__half2*>(&x)); }
 
@@ -222,9 +236,8 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 }
 
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
-constexpr int kFlush = 16;     // INT2 tiles between two folds of the V offset (1024 * sum p') into acc
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -458,9 +471,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       uint2 vsc, vzr;
     };
     // wait for the oldest ring slot, read tile k from it, refill it with tile k + STAGES (block id blk_next)
-    auto fetch = [&](int k, int blk_next) {
+    // (J >= 0: the slot is J, known at compile time, so every address below is a register set before the
+    // loop plus an immediate; J < 0: slot k mod STAGES)
+    auto fetch = [&](int k, int blk_next, auto jtag, auto noload) {
+      constexpr int J = decltype(jtag)::value;
       Tile x;
-      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
+      const uint32_t slot = J >= 0 ? ring_s + J * TB : POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
       asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
       __syncwarp();
       // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
@@ -483,18 +499,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vzr.x), "=r"(x.vzr.y) : "r"(base + 8 * t), "n"(8 * D + 96)
                    : "memory");
       __syncwarp();  // every lane has read this stage before it is refilled
-      issue(k + STAGES, blk_next, slot);
+      if constexpr (!decltype(noload)::value) issue(k + STAGES, blk_next, slot);
       if constexpr (!POW2) slot_run = slot_run + TB == ring_end ? ring_s : slot_run + TB;
       return x;
     };
     // scores S (tokens g, g + 8 x heads 2t, 2t + 1), tokens on M, heads on N, two accumulator chains; chain 0
     // starts at -Qoff
-    auto scores = [&](const Tile& x, float S[4]) {
+    auto scores = [&](auto raw, const Tile& x, float S[4]) {
       float s0[4], s1[4];
 #pragma unroll
       for (int w = 0; w < NW; w++) {
         uint32_t a[8];
-        unpack8(x.kw[w], a);
+        unpack_tile<decltype(raw)::value, true, NW>(x.kw, w, a);
         // register o[4 s + P - 1]: s = row half (token + 8), P - 1 = 2 u + column half (dim + 8)
         if (w == 0) {
           mma_f16(s0, a[0], a[4], a[1], a[5], qb[0][0], qb[0][1], nq[0], nq[1], nq[2], nq[3]);
@@ -507,6 +523,19 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int i = 0; i < 4; i++) S[i] = s0[i] + s1[i];
     };
+    // OPT & 1: one chain of KS MMAs (no float adds to join two chains; longer dependency)
+    auto scores1 = [&](auto raw, const Tile& x, float S[4]) {
+      float c[4] = {nq[0], nq[1], nq[2], nq[3]};
+#pragma unroll
+      for (int w = 0; w < NW; w++) {
+        uint32_t a[8];
+        unpack_tile<decltype(raw)::value, true, NW>(x.kw, w, a);
+        mma_f16(S, a[0], a[4], a[1], a[5], qb[2 * w][0], qb[2 * w][1], c[0], c[1], c[2], c[3]);
+        mma_f16(c, a[2], a[6], a[3], a[7], qb[2 * w + 1][0], qb[2 * w + 1][1], S[0], S[1], S[2], S[3]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) S[i] = c[i];
+    };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const Tile& x, const float S[4], float c[4]) {
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
@@ -516,7 +545,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       c[3] = fmaf(ks1, S[3], kz1 * qs1);
     };
     // softmax and output of tile k with scores S
-    auto finish = [&](int k, const Tile& x, const float S[4]) {
+    auto finish = [&](auto raw, int k, const Tile& x, const float S[4]) {
       // logits relative to the running max: e = ks S + kz QS - m
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       float e[4];
@@ -565,15 +594,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
         lz[0] *= al0;
         lz[1] *= al1;
-      } else if ((k & (kFlush - 1)) == kFlush - 1) {  // fold the V offset (bounds the fp32 cancellation)
-#pragma unroll
-        for (int i = 0; i < KS; i++) {
-          acc[i][0] -= sp[0];
-          acc[i][1] -= sp[1];
-          acc[i][2] -= sp[0];
-          acc[i][3] -= sp[1];
-        }
-        sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
       }
       // p in fp16, moved from the score (C) fragment to the B fragment: lane holds tokens 2t, 2t+1 (b0) and
       // 2t+8, 2t+9 (b1) of head g
@@ -588,7 +608,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int w = 0; w < NW; w++) {
         uint32_t a[8];
-        unpack8(x.vw[w], a);
+        unpack_tile<decltype(raw)::value, false, NW>(x.vw, w, a);
         // register o[4 s + P - 1]: s = column half (token + 8), P - 1 = 2 u + row half (dim + 8)
         mma_f16(acc[2 * w], a[0], a[1], a[4], a[5], b0, b1, acc[2 * w][0], acc[2 * w][1], acc[2 * w][2], acc[2 * w][3]);
         mma_f16(acc[2 * w + 1], a[2], a[3], a[6], a[7], b0, b1, acc[2 * w + 1][0], acc[2 * w + 1][1],
@@ -596,15 +616,17 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     // one tile at a time (the probe: loads only)
-    auto body = [&](auto probe_tag, int k, int blk_next) {
-      constexpr bool PROBE = decltype(probe_tag)::value;
-      const Tile x = fetch(k, blk_next);
-      if constexpr (PROBE) {  // keep the loads alive without the math
+    auto body = [&](auto probe_tag, int k, int blk_next, auto jtag) {
+      constexpr int PROBE = decltype(probe_tag)::value;  // 0, 1 (loads only), 6 (no unpack), 7 (no loads)
+      const Tile x = fetch(k, blk_next, jtag, std::integral_constant<bool, PROBE == 7>{});
+      if constexpr (PROBE == 1) {  // keep the loads alive without the math
         lz[0] += __uint_as_float((x.kw[0] ^ x.vw[NW - 1] ^ x.ksc ^ x.kzr ^ x.vsc.x ^ x.vzr.y) & 0x3f800000u);
       } else {
         float S[4];
-        scores(x, S);
-        finish(k, x, S);
+        constexpr std::integral_constant<bool, PROBE == 6> raw{};
+        if constexpr ((OPT & 1) != 0) scores1(raw, x, S);
+        else scores(raw, x, S);
+        finish(raw, k, x, S);
       }
     };
     // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
@@ -623,18 +645,67 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
     }
+    // fold the V offset into acc once per 32 tiles (bounds the fp32 cancellation; outside the tile loop so
+    // that the steady-state tile pays no test for it)
+    auto flush = [&]() {
+#pragma unroll
+      for (int i = 0; i < KS; i++) {
+        acc[i][0] -= sp[0];
+        acc[i][1] -= sp[1];
+        acc[i][2] -= sp[0];
+        acc[i][3] -= sp[1];
+      }
+      sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
+    };
+    using Dyn = std::integral_constant<int, -1>;
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         int k = kc;
         const int e1 = min(kc + 32 - STAGES, nmine), e2 = min(kc + 32, nmine);
-        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
-        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
+        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES), Dyn{});
+        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32), Dyn{});
         ta = tb;
         tb = tbl(kc + 64 + lane);
+        flush();
       }
     };
-    if (p.probe == 1) loop(std::true_type{});
-    else loop(std::false_type{});
+    // OPT & 2 (STAGES = 4): the tile loop unrolled by STAGES, so that tile k + j of a group (k = 0 mod STAGES)
+    // sits in ring slot j at compile time; the block ids of the next 64 issues come from a per-warp table in
+    // shared memory (one load per tile instead of a shuffle with its convergence check)
+    __shared__ int sm_blk[(OPT & 2) ? NWARP : 1][64];
+    auto loop_unrolled = [&](auto probe_tag) {
+      int* blk = sm_blk[(OPT & 2) ? warp : 0];
+      for (int kc = 0; kc < nmine; kc += 32) {
+        __syncwarp();  // every lane has read the previous chunk's ids
+        blk[lane] = ta;
+        blk[32 + lane] = tb;
+        __syncwarp();
+        const int e2 = min(kc + 32, nmine);
+        int k = kc;
+        for (; k + STAGES <= e2; k += STAGES) {
+          const int* nb = blk + (k - kc + STAGES);
+          body(probe_tag, k, nb[0], std::integral_constant<int, 0>{});
+          body(probe_tag, k + 1, nb[1], std::integral_constant<int, 1>{});
+          body(probe_tag, k + 2, nb[2], std::integral_constant<int, 2>{});
+          body(probe_tag, k + 3, nb[3], std::integral_constant<int, 3>{});
+        }
+        for (; k < e2; k++) body(probe_tag, k, blk[k - kc + STAGES], Dyn{});
+        ta = tb;
+        tb = tbl(kc + 64 + lane);
+        flush();
+      }
+    };
+    if constexpr ((OPT & 2) != 0 && STAGES == 4) {
+      if (p.probe == 1) loop_unrolled(std::integral_constant<int, 1>{});
+      else if (p.probe == 6) loop_unrolled(std::integral_constant<int, 6>{});
+      else if (p.probe == 7) loop_unrolled(std::integral_constant<int, 7>{});
+      else loop_unrolled(std::integral_constant<int, 0>{});
+    } else {
+      if (p.probe == 1) loop(std::integral_constant<int, 1>{});
+      else if (p.probe == 6) loop(std::integral_constant<int, 6>{});
+      else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
+      else loop(std::integral_constant<int, 0>{});
+    }
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
     const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
@@ -1041,45 +1112,45 @@ constexpr int decode_smem_bytes() {
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, grid, dim3(NWARP * 32),
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, grid, dim3(NWARP * 32),
                    (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
   cfg.blockDim = dim3(NWARP * 32);
@@ -1092,14 +1163,14 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, NWARP * 32,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
@@ -1129,7 +1200,14 @@ int occupancy() {
   if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
   if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
   if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;    \
+  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 3, 4, 0>ARGS;  \
+  if (head_dim == 128 && variant == 11) return F<T, 128, 4, 4, 4, 0, 1>ARGS; \
+  if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 4, 0, 1>ARGS; \
+  if (head_dim == 128 && variant == 13) return F<T, 128, 4, 3, 4, 0, 1>ARGS; \
+  if (head_dim == 128 && variant == 14) return F<T, 128, 4, 4, 4, 0, 2>ARGS; \
+  if (head_dim == 128 && variant == 15) return F<T, 128, 4, 4, 4, 0, 3>ARGS; \
+  if (head_dim == 128 && variant == 16) return F<T, 128, 8, 2, 4, 0, 3>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
