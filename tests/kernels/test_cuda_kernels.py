@@ -72,18 +72,6 @@ def test_cuda_decode_gqa_and_head_dims(G, d, variant):
     _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=G + d, config=CudaDecodeConfig(variant=variant))
 
 
-@pytest.mark.parametrize("variant", [10, 11, 12, 13, 14, 15, 16])
-@pytest.mark.parametrize("G", [1, 2, 4, 8])
-def test_cuda_decode_experimental_variants(G, variant):
-    """Variants under measurement (head_dim 128 only): 10 = 4 warps x 3 CTAs per SM (168 registers), 11 / 12 /
-    13 = variants 0 / 4 / 10 with one score-MMA chain (OPT 1); 14 = 0 with the tile loop unrolled by the ring depth
-    (OPT 2), 15 / 16 = 0 / 4 with both (OPT 3). The second case forces long runs per warp (several 32-tile chunks,
-    an unrolled part and a remainder)."""
-    _decode_case([1, 77, 335, 336, 1000, 4133, 9000], 128, G, hkv=2, seed=G + 7, config=CudaDecodeConfig(variant=variant))
-    _decode_case([9000, 5003, 2222], 128, G, hkv=2, seed=G + 8, config=CudaDecodeConfig(variant=variant),
-                 n_hp_splits=1, n_int2_splits=1 + G % 3)
-
-
 def test_cuda_decode_randomized_shapes():
     rnd = random.Random(0)
     for i in range(12):

@@ -237,7 +237,7 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -471,12 +471,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       uint2 vsc, vzr;
     };
     // wait for the oldest ring slot, read tile k from it, refill it with tile k + STAGES (block id blk_next)
-    // (J >= 0: the slot is J, known at compile time, so every address below is a register set before the
-    // loop plus an immediate; J < 0: slot k mod STAGES)
-    auto fetch = [&](int k, int blk_next, auto jtag, auto noload) {
-      constexpr int J = decltype(jtag)::value;
+    // (noload: probe 7, the slot is not refilled)
+    auto fetch = [&](int k, int blk_next, auto noload) {
       Tile x;
-      const uint32_t slot = J >= 0 ? ring_s + J * TB : POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
+      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
       asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
       __syncwarp();
       // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
@@ -522,19 +520,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) S[i] = s0[i] + s1[i];
-    };
-    // OPT & 1: one chain of KS MMAs (no float adds to join two chains; longer dependency)
-    auto scores1 = [&](auto raw, const Tile& x, float S[4]) {
-      float c[4] = {nq[0], nq[1], nq[2], nq[3]};
-#pragma unroll
-      for (int w = 0; w < NW; w++) {
-        uint32_t a[8];
-        unpack_tile<decltype(raw)::value, true, NW>(x.kw, w, a);
-        mma_f16(S, a[0], a[4], a[1], a[5], qb[2 * w][0], qb[2 * w][1], c[0], c[1], c[2], c[3]);
-        mma_f16(c, a[2], a[6], a[3], a[7], qb[2 * w + 1][0], qb[2 * w + 1][1], S[0], S[1], S[2], S[3]);
-      }
-#pragma unroll
-      for (int i = 0; i < 4; i++) S[i] = c[i];
     };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const Tile& x, const float S[4], float c[4]) {
@@ -616,16 +601,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     // one tile at a time (the probe: loads only)
-    auto body = [&](auto probe_tag, int k, int blk_next, auto jtag) {
+    auto body = [&](auto probe_tag, int k, int blk_next) {
       constexpr int PROBE = decltype(probe_tag)::value;  // 0, 1 (loads only), 6 (no unpack), 7 (no loads)
-      const Tile x = fetch(k, blk_next, jtag, std::integral_constant<bool, PROBE == 7>{});
+      const Tile x = fetch(k, blk_next, std::integral_constant<bool, PROBE == 7>{});
       if constexpr (PROBE == 1) {  // keep the loads alive without the math
         lz[0] += __uint_as_float((x.kw[0] ^ x.vw[NW - 1] ^ x.ksc ^ x.kzr ^ x.vsc.x ^ x.vzr.y) & 0x3f800000u);
       } else {
         float S[4];
         constexpr std::integral_constant<bool, PROBE == 6> raw{};
-        if constexpr ((OPT & 1) != 0) scores1(raw, x, S);
-        else scores(raw, x, S);
+        scores(raw, x, S);
         finish(raw, k, x, S);
       }
     };
@@ -657,55 +641,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
     };
-    using Dyn = std::integral_constant<int, -1>;
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         int k = kc;
         const int e1 = min(kc + 32 - STAGES, nmine), e2 = min(kc + 32, nmine);
-        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES), Dyn{});
-        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32), Dyn{});
+        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
+        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
         ta = tb;
         tb = tbl(kc + 64 + lane);
         flush();
       }
     };
-    // OPT & 2 (STAGES = 4): the tile loop unrolled by STAGES, so that tile k + j of a group (k = 0 mod STAGES)
-    // sits in ring slot j at compile time; the block ids of the next 64 issues come from a per-warp table in
-    // shared memory (one load per tile instead of a shuffle with its convergence check)
-    __shared__ int sm_blk[(OPT & 2) ? NWARP : 1][64];
-    auto loop_unrolled = [&](auto probe_tag) {
-      int* blk = sm_blk[(OPT & 2) ? warp : 0];
-      for (int kc = 0; kc < nmine; kc += 32) {
-        __syncwarp();  // every lane has read the previous chunk's ids
-        blk[lane] = ta;
-        blk[32 + lane] = tb;
-        __syncwarp();
-        const int e2 = min(kc + 32, nmine);
-        int k = kc;
-        for (; k + STAGES <= e2; k += STAGES) {
-          const int* nb = blk + (k - kc + STAGES);
-          body(probe_tag, k, nb[0], std::integral_constant<int, 0>{});
-          body(probe_tag, k + 1, nb[1], std::integral_constant<int, 1>{});
-          body(probe_tag, k + 2, nb[2], std::integral_constant<int, 2>{});
-          body(probe_tag, k + 3, nb[3], std::integral_constant<int, 3>{});
-        }
-        for (; k < e2; k++) body(probe_tag, k, blk[k - kc + STAGES], Dyn{});
-        ta = tb;
-        tb = tbl(kc + 64 + lane);
-        flush();
-      }
-    };
-    if constexpr ((OPT & 2) != 0 && STAGES == 4) {
-      if (p.probe == 1) loop_unrolled(std::integral_constant<int, 1>{});
-      else if (p.probe == 6) loop_unrolled(std::integral_constant<int, 6>{});
-      else if (p.probe == 7) loop_unrolled(std::integral_constant<int, 7>{});
-      else loop_unrolled(std::integral_constant<int, 0>{});
-    } else {
-      if (p.probe == 1) loop(std::integral_constant<int, 1>{});
-      else if (p.probe == 6) loop(std::integral_constant<int, 6>{});
-      else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
-      else loop(std::integral_constant<int, 0>{});
-    }
+    if (p.probe == 1) loop(std::integral_constant<int, 1>{});
+    else if (p.probe == 6) loop(std::integral_constant<int, 6>{});
+    else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
+    else loop(std::integral_constant<int, 0>{});
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
     const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
@@ -1112,45 +1062,45 @@ constexpr int decode_smem_bytes() {
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>,
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>,
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, grid, dim3(NWARP * 32),
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, grid, dim3(NWARP * 32),
                    (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
   cfg.blockDim = dim3(NWARP * 32);
@@ -1163,14 +1113,14 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int OPT = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, OPT>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, OPT>, NWARP * 32,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
@@ -1200,14 +1150,7 @@ int occupancy() {
   if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
   if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
   if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;    \
-  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 3, 4, 0>ARGS;  \
-  if (head_dim == 128 && variant == 11) return F<T, 128, 4, 4, 4, 0, 1>ARGS; \
-  if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 4, 0, 1>ARGS; \
-  if (head_dim == 128 && variant == 13) return F<T, 128, 4, 3, 4, 0, 1>ARGS; \
-  if (head_dim == 128 && variant == 14) return F<T, 128, 4, 4, 4, 0, 2>ARGS; \
-  if (head_dim == 128 && variant == 15) return F<T, 128, 4, 4, 4, 0, 3>ARGS; \
-  if (head_dim == 128 && variant == 16) return F<T, 128, 8, 2, 4, 0, 3>ARGS;
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
