@@ -1,0 +1,65 @@
+"""SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
+repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
+
+    python3 bench/clock_probe.py 131072 32 0 [--modes 0,1,7] [--seconds 4]
+
+For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only) the call is replayed
+for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the
+median clock / power of the samples taken while that mode ran.
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, "bench")
+from bench_decode import HKV, HQ, D, make_mixed  # noqa: E402
+
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("L", type=int)
+ap.add_argument("B", type=int)
+ap.add_argument("variant", type=int)
+ap.add_argument("--modes", default="0,1,7")
+ap.add_argument("--seconds", type=float, default=4.0)
+a = ap.parse_args()
+pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16")
+q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
+out = torch.empty_like(q)
+plan = DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=a.variant))
+smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                        "-lms", "100"], stdout=subprocess.PIPE, text=True)
+spans = []
+for mode in (int(x) for x in a.modes.split(",")):
+    for _ in range(3):
+        plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+    torch.cuda.synchronize()
+    t0, n = time.time(), 0
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    while time.time() - t0 < a.seconds:
+        for _ in range(20):
+            plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+        n += 20
+        torch.cuda.synchronize()
+    e1.record()
+    torch.cuda.synchronize()
+    spans.append((mode, t0 + 0.5, time.time(), e0.elapsed_time(e1) * 1e3 / n))
+    time.sleep(0.5)
+smi.terminate()
+rows = []
+for line in smi.stdout.read().splitlines():
+    ts, clk, pw = (x.strip() for x in line.split(","))
+    t = time.mktime(time.strptime(ts.split(".")[0], "%Y/%m/%d %H:%M:%S")) + float("0." + ts.split(".")[1])
+    rows.append((t, float(clk), float(pw)))
+off = time.mktime(time.localtime()) - time.time()  # nvidia-smi stamps local time
+for mode, t0, t1, us in spans:
+    s = [(c, p) for t, c, p in rows if t0 + off <= t <= t1 + off]
+    clk = statistics.median(c for c, _ in s) if s else float("nan")
+    pw = statistics.median(p for _, p in s) if s else float("nan")
+    print(f"L={a.L} B={a.B} v{a.variant} probe {mode}: {us:.1f} us per call, SM clock {clk:.0f} MHz, "
+          f"power {pw:.0f} W ({len(s)} samples)")
