@@ -3,7 +3,8 @@ repo root; issue 7: is the full kernel slower than max(loads only, math only) be
 
     python3 bench/clock_probe.py 131072 32 0 [--modes 0,1,7] [--seconds 4]
 
-For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only) the call is replayed
+For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only; -1 = the bare read
+kernel of bench_decode's read floor over the same number of bytes, 264 CTAs x 1024 threads) the call is replayed
 for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the
 median clock / power of the samples taken while that mode ran.
 """
@@ -16,9 +17,9 @@ import time
 import torch
 
 sys.path.insert(0, "bench")
-from bench_decode import HKV, HQ, D, make_mixed  # noqa: E402
+from bench_decode import HKV, HQ, D, copies_for, int2_bytes, make_mixed  # noqa: E402
 
-from oscarkv.kernels import CudaDecodeConfig, DecodePlan  # noqa: E402
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan, cuda_ops  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("L", type=int)
@@ -31,19 +32,36 @@ pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16")
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
 plan = DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=a.variant))
+nbytes = int2_bytes(a.B, a.L)
+n16 = -(-nbytes // 16)
+bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes))]
+sink = torch.zeros(1, dtype=torch.int32, device="cuda")
+calls = [0]
+
+
+def run(mode):
+    if mode >= 0:
+        plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+    else:  # the read floor's bare read of the same bytes, a different copy each call (misses L2)
+        calls[0] += 1
+        b = bufs[calls[0] % len(bufs)]
+        assert cuda_ops.lib().oscar_read_floor(b.data_ptr(), n16, sink.data_ptr(), 264, 1024,
+                                               torch.cuda.current_stream().cuda_stream) == 0
+
+
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                         "-lms", "100"], stdout=subprocess.PIPE, text=True)
 spans = []
 for mode in (int(x) for x in a.modes.split(",")):
     for _ in range(3):
-        plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+        run(mode)
     torch.cuda.synchronize()
     t0, n = time.time(), 0
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     while time.time() - t0 < a.seconds:
         for _ in range(20):
-            plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+            run(mode)
         n += 20
         torch.cuda.synchronize()
     e1.record()
