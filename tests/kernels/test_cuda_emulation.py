@@ -3,7 +3,7 @@
 CI has no GPU, so this test replays what the kernel computes, register by register, for one warp: the
 tile16 words as lanes load them, the LOP3 unpacking under the fp16 exponent of 1024 (no float math on
 codes), the mma.m16n8k16 fragment layouts (PTX ISA), movmatrix, the -Qoff start of the score chain, the
-slack softmax with its warp-uniform slow path (mask, rescale, fold of the V offset every kFlush tiles), the
+slack softmax with its warp-uniform slow path (mask, rescale; the V offset folded after each 32-tile chunk), the
 l / sum p z MMA and the 1024 sum p' MMA, and the epilogue's 4^-P per output row. It checks the result
 against plain float64 attention over the dequantized tokens. A wrong bit position, fragment index or
 algebra term shows up as an O(1) error; the tolerance (2e-3 relative) is the fp16 rounding of p, p' and q.
@@ -18,7 +18,7 @@ import torch
 from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
 from oscarkv.quant import pack_codes
 
-K_SLACK, K_FLUSH = 4.0, 16  # as in int2_paged.cu
+K_SLACK, K_FLUSH = 4.0, 32  # as in int2_paged.cu (the V offset is folded after each 32-tile chunk)
 LANES = torch.arange(32)
 G_OF, T_OF = LANES >> 2, LANES & 3
 F32 = torch.float32
@@ -232,10 +232,6 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
                 acc[i] = [acc[i][0] * al0 + nb0, acc[i][1] * al1 + nb1, acc[i][2] * al0 + nb0, acc[i][3] * al1 + nb1]
             sp = [torch.zeros(32) for _ in range(4)]
             lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
-        elif (k & (K_FLUSH - 1)) == K_FLUSH - 1:
-            for i in range(KS):
-                acc[i] = [acc[i][0] - sp[0], acc[i][1] - sp[1], acc[i][2] - sp[0], acc[i][3] - sp[1]]
-            sp = [torch.zeros(32) for _ in range(4)]
         pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
         pm1 = movmatrix_t(pack(torch.exp2(e[2]), torch.exp2(e[3])))
         lz = mma((lop3(vz_a, lz_keep, lz_ones), zero, lop3(vz_b, lz_keep, lz_ones), zero), (pm0, pm1), lz)
@@ -248,6 +244,10 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
             a = unpack8(vw[w])
             acc[2 * w] = mma((a[0], a[1], a[4], a[5]), (b0, b1), acc[2 * w])
             acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), (b0, b1), acc[2 * w + 1])
+        if k % K_FLUSH == K_FLUSH - 1 or k == ntile - 1:  # the fold at the end of each 32-tile chunk
+            for i in range(KS):
+                acc[i] = [acc[i][0] - sp[0], acc[i][1] - sp[1], acc[i][2] - sp[0], acc[i][3] - sp[1]]
+            sp = [torch.zeros(32) for _ in range(4)]
     l0, l1 = shfl(lz[0], t), shfl(lz[1], t)
     z0, z1 = shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)
     out = torch.zeros(8, D)
@@ -262,7 +262,8 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
 
 
 @pytest.mark.parametrize("d,G,length,logit_scale", [(128, 4, 16 * 19, 1.0), (64, 8, 16 * 9 + 5, 3.0),
-                                                     (128, 1, 16 * 3 + 1, 0.3), (64, 2, 16 * 17, 6.0)])
+                                                     (128, 1, 16 * 3 + 1, 0.3), (64, 2, 16 * 17, 6.0),
+                                                     (128, 4, 16 * 70 + 3, 2.0)])
 def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale):
     gen = torch.Generator().manual_seed(d + G + length)
     nblk = (length + 15) // 16

@@ -208,7 +208,11 @@ class CudaDecodeConfig:
                      removed: BENCHMARKS.md, fourth session. A rolling software pipeline, tile k + 1's
                      score MMAs issued before tile k's softmax and output, passed the GPU tests and was 3-11%
                      slower at every shape; so were 18 warps per SM at 112 registers (6 warps x 3 CTAs or
-                     9 x 2, via __maxnreg__; 4-23% slower): seventh session, patches in bench/results.)
+                     9 x 2, via __maxnreg__; 4-23% slower): seventh session, patches in bench/results. Eighth
+                     session: 4 warps x 3 CTAs at 168 registers, one score-MMA chain, and the loop unrolled by
+                     the ring depth (static slots, block ids from shared memory; 159 SASS per tile vs 173)
+                     moved the time by -1%..+3%, within the spread between calls: reverted, patch
+                     bench/results/2026-12-03_s8b_variants.patch.)
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
