@@ -32,9 +32,10 @@ pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16")
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
 plan = DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=a.variant))
+modes = [int(x) for x in a.modes.split(",")]
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
-bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes))]
+bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]
 sink = torch.zeros(1, dtype=torch.int32, device="cuda")
 calls = [0]
 
@@ -52,7 +53,7 @@ def run(mode):
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                         "-lms", "100"], stdout=subprocess.PIPE, text=True)
 spans = []
-for mode in (int(x) for x in a.modes.split(",")):
+for mode in modes:
     for _ in range(3):
         run(mode)
     torch.cuda.synchronize()
@@ -74,9 +75,8 @@ for line in smi.stdout.read().splitlines():
     ts, clk, pw = (x.strip() for x in line.split(","))
     t = time.mktime(time.strptime(ts.split(".")[0], "%Y/%m/%d %H:%M:%S")) + float("0." + ts.split(".")[1])
     rows.append((t, float(clk), float(pw)))
-off = time.mktime(time.localtime()) - time.time()  # nvidia-smi stamps local time
-for mode, t0, t1, us in spans:
-    s = [(c, p) for t, c, p in rows if t0 + off <= t <= t1 + off]
+for mode, t0, t1, us in spans:  # (nvidia-smi stamps local time; mktime reads it as such)
+    s = [(c, p) for t, c, p in rows if t0 <= t <= t1]
     clk = statistics.median(c for c, _ in s) if s else float("nan")
     pw = statistics.median(p for _, p in s) if s else float("nan")
     print(f"L={a.L} B={a.B} v{a.variant} probe {mode}: {us:.1f} us per call, SM clock {clk:.0f} MHz, "

@@ -63,11 +63,11 @@ struct DecodeParams {
   int early;  // 1: lengths, block tables, BF16-tier L2 prefetches and INT2 tiles other than each sequence's
               // newest read before waiting for the previous kernel (PDL); the caller guarantees that the
               // kernel launched right before writes none of them (DecodePlan's early_reads)
-  int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth), 6 = no
-             // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
+  int probe;  // 0 = normal; benchmark probes (output is garbage): 1 = INT2 tier loads only (bandwidth),
              // 2 = return right after the launch (launch floor of this grid), 3 = no merge (return after
              // the partial writes, before the arrival), 4 = prologue only (q, lengths and the first block
-             // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop)
+             // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop), 6 = no
+             // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only)
 };
 
 struct AppendParams {
@@ -600,7 +600,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
                 acc[2 * w + 1][2], acc[2 * w + 1][3]);
       }
     };
-    // one tile at a time (the probe: loads only)
+    // one tile at a time (probes 1, 6, 7: DecodeParams)
     auto body = [&](auto probe_tag, int k, int blk_next) {
       constexpr int PROBE = decltype(probe_tag)::value;  // 0, 1 (loads only), 6 (no unpack), 7 (no loads)
       const Tile x = fetch(k, blk_next, std::integral_constant<bool, PROBE == 7>{});
