@@ -170,6 +170,9 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
+PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only"}  # DecodePlan.run's INT2-loop probes that --probe times
+
+
 def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
     """Ours: the CUDA kernel (best of ``variants``, None = the default rule of ``CudaDecodeConfig``;
     ``split_scale`` multiplies the planned INT2 split count) or the Triton fallback."""
@@ -250,12 +253,18 @@ def bench_diag(B, L, dev, variant):
     return res
 
 
+def read_floor_once(buf, n16, sink, ctas, threads):
+    """One launch of the bare read kernel (oscar_read_floor) over the first ``n16`` 16-byte words of ``buf``."""
+    from oscarkv.kernels import cuda_ops
+
+    err = cuda_ops.lib().oscar_read_floor(buf.data_ptr(), n16, sink.data_ptr(), ctas, threads,
+                                          torch.cuda.current_stream().cuda_stream)
+    assert err == 0, err
+
+
 def read_floor(nbytes, dev, sms):
     """Issue 7's measured bound: the fastest a single launch reads ``nbytes`` (a bare grid-stride read kernel,
     oscar_read_floor, over R copies so each call misses L2), best over grid shapes. Returns (s, info)."""
-    from oscarkv.kernels import cuda_ops
-
-    L = cuda_ops.lib()
     n16 = -(-nbytes // 16)
     R = copies_for(nbytes)
     bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device=dev).random_(0, 255) for _ in range(R)]
@@ -266,13 +275,7 @@ def read_floor(nbytes, dev, sms):
             if ctas_per_sm * threads > 2048:
                 continue
             ctas = ctas_per_sm * sms
-
-            def call(b, ctas=ctas, threads=threads):
-                err = L.oscar_read_floor(b.data_ptr(), n16, sink.data_ptr(), ctas, threads,
-                                         torch.cuda.current_stream().cuda_stream)
-                assert err == 0, err
-
-            t = time_calls([lambda b=b: call(b) for b in bufs])
+            t = time_calls([lambda b=b, c=ctas, th=threads: read_floor_once(b, n16, sink, c, th) for b in bufs])
             if best is None or t < best[0]:
                 best = (t, dict(ctas=ctas, threads=threads))
     del bufs
@@ -398,7 +401,7 @@ def main():
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
-    ap.add_argument("--probe", action="store_true", help="time the CUDA kernel with its INT2 math left out")
+    ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
                     "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill)")
@@ -412,6 +415,9 @@ def main():
     ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
                     "(default off: each timed call then pays its full launch latency); append is timed both ways")
     a = ap.parse_args()
+    bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
+    if bad:
+        ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
     if not SMOKE:
@@ -460,7 +466,7 @@ def main():
                          splits=exf["splits"])
                 msg = f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy)"
                 for mode in (int(x) for x in a.probe_modes.split(",")):
-                    name = {1: "loads_only", 6: "no_unpack", 7: "math_only"}[mode]
+                    name = PROBES[mode]
                     tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=mode)
                     r[f"{name}_us"], r[f"{name}_frac_copy"] = tp * 1e6, nb / tp / bw
                     msg += f", {name.replace('_', ' ')} {tp * 1e6:.1f} us ({nb / tp / bw * 100:.0f}% copy)"

@@ -17,9 +17,9 @@ import time
 import torch
 
 sys.path.insert(0, "bench")
-from bench_decode import HKV, HQ, D, copies_for, int2_bytes, make_mixed  # noqa: E402
+from bench_decode import HKV, HQ, PROBES, D, copies_for, int2_bytes, make_mixed, read_floor_once  # noqa: E402
 
-from oscarkv.kernels import CudaDecodeConfig, DecodePlan, cuda_ops  # noqa: E402
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("L", type=int)
@@ -28,11 +28,13 @@ ap.add_argument("variant", type=int)
 ap.add_argument("--modes", default="0,1,7")
 ap.add_argument("--seconds", type=float, default=4.0)
 a = ap.parse_args()
+modes = [int(x) for x in a.modes.split(",")]
+if set(modes) - {0, -1, *PROBES}:
+    ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, *PROBES})}; choose from {sorted({0, -1, *PROBES})}")
 pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16")
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
 plan = DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=a.variant))
-modes = [int(x) for x in a.modes.split(",")]
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
 bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]
@@ -45,9 +47,7 @@ def run(mode):
         plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
     else:  # the read floor's bare read of the same bytes, a different copy each call (misses L2)
         calls[0] += 1
-        b = bufs[calls[0] % len(bufs)]
-        assert cuda_ops.lib().oscar_read_floor(b.data_ptr(), n16, sink.data_ptr(), 264, 1024,
-                                               torch.cuda.current_stream().cuda_stream) == 0
+        read_floor_once(bufs[calls[0] % len(bufs)], n16, sink, 264, 1024)
 
 
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
