@@ -142,8 +142,9 @@ def bf16_bytes(B, L):
     return B * HKV * L * 2 * D * 2
 
 
-def make_mixed(B, L, R, dev, layout):
-    """Pool with R independent copies of B sequences of L tokens (random contents), and R metas."""
+def make_mixed(B, L, R, dev, layout, sequential=False):
+    """Pool with R independent copies of B sequences of L tokens (random contents), and R metas. Block ids are a
+    random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order."""
     hp_len, n = lens_for(L)
     nhp, ni = -(-hp_len // BS), -(-n // BS)
     cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
@@ -158,7 +159,7 @@ def make_mixed(B, L, R, dev, layout):
     for t in (pool.k_hp, pool.v_hp):
         t.normal_()
     gen = torch.Generator(device="cpu").manual_seed(0)
-    iperm = torch.randperm(R * B * ni, generator=gen) + 1
+    iperm = (torch.arange(R * B * ni) if sequential else torch.randperm(R * B * ni, generator=gen)) + 1
     hperm = torch.randperm(R * B * nhp, generator=gen) + 1
     metas = []
     for r in range(R):
@@ -170,7 +171,7 @@ def make_mixed(B, L, R, dev, layout):
 
 
 # ------------------------------------------------------------------------------------------- methods
-PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only"}  # DecodePlan.run's INT2-loop probes that --probe times
+PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only"}  # DecodePlan.run's INT2-loop probes that --probe times
 
 
 def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):

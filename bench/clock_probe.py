@@ -1,9 +1,9 @@
 """SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
 repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
 
-    python3 bench/clock_probe.py 131072 32 0 [--modes 0,1,7] [--seconds 4]
+    python3 bench/clock_probe.py 131072 32 0,10 [--modes 0,1,7] [--seconds 4] [--sequential]
 
-For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only; -1 = the bare read
+For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; -1 = the bare read
 kernel of bench_decode's read floor over the same number of bytes, 264 CTAs x 1024 threads) the call is replayed
 for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the
 median clock / power of the samples taken while that mode ran.
@@ -24,17 +24,19 @@ from oscarkv.kernels import CudaDecodeConfig, DecodePlan  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("L", type=int)
 ap.add_argument("B", type=int)
-ap.add_argument("variant", type=int)
+ap.add_argument("variants", help="comma-separated kernel variants, each timed with every mode")
 ap.add_argument("--modes", default="0,1,7")
 ap.add_argument("--seconds", type=float, default=4.0)
+ap.add_argument("--sequential", action="store_true", help="INT2 block ids in pool order (default: a random permutation)")
 a = ap.parse_args()
 modes = [int(x) for x in a.modes.split(",")]
 if set(modes) - {0, -1, *PROBES}:
     ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, *PROBES})}; choose from {sorted({0, -1, *PROBES})}")
-pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16")
+pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential)
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
-plan = DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=a.variant))
+variants = [int(x) for x in a.variants.split(",")]
+plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=v)) for v in variants}
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
 bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]
@@ -42,9 +44,9 @@ sink = torch.zeros(1, dtype=torch.int32, device="cuda")
 calls = [0]
 
 
-def run(mode):
+def run(v, mode):
     if mode >= 0:
-        plan.run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+        plans[v].run(q, pool, metas[0], 1.0, out=out, _probe=mode)
     else:  # the read floor's bare read of the same bytes, a different copy each call (misses L2)
         calls[0] += 1
         read_floor_once(bufs[calls[0] % len(bufs)], n16, sink, 264, 1024)
@@ -53,21 +55,21 @@ def run(mode):
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                         "-lms", "100"], stdout=subprocess.PIPE, text=True)
 spans = []
-for mode in modes:
+for v, mode in [(v, m) for v in variants for m in modes if m >= 0 or v == variants[0]]:
     for _ in range(3):
-        run(mode)
+        run(v, mode)
     torch.cuda.synchronize()
     t0, n = time.time(), 0
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     while time.time() - t0 < a.seconds:
         for _ in range(20):
-            run(mode)
+            run(v, mode)
         n += 20
         torch.cuda.synchronize()
     e1.record()
     torch.cuda.synchronize()
-    spans.append((mode, t0 + 0.5, time.time(), e0.elapsed_time(e1) * 1e3 / n))
+    spans.append((v, mode, t0 + 0.5, time.time(), e0.elapsed_time(e1) * 1e3 / n))
     time.sleep(0.5)
 smi.terminate()
 rows = []
@@ -75,9 +77,9 @@ for line in smi.stdout.read().splitlines():
     ts, clk, pw = (x.strip() for x in line.split(","))
     t = time.mktime(time.strptime(ts.split(".")[0], "%Y/%m/%d %H:%M:%S")) + float("0." + ts.split(".")[1])
     rows.append((t, float(clk), float(pw)))
-for mode, t0, t1, us in spans:  # (nvidia-smi stamps local time; mktime reads it as such)
+for v, mode, t0, t1, us in spans:  # (nvidia-smi stamps local time; mktime reads it as such)
     s = [(c, p) for t, c, p in rows if t0 <= t <= t1]
     clk = statistics.median(c for c, _ in s) if s else float("nan")
     pw = statistics.median(p for _, p in s) if s else float("nan")
-    print(f"L={a.L} B={a.B} v{a.variant} probe {mode}: {us:.1f} us per call, SM clock {clk:.0f} MHz, "
+    print(f"L={a.L} B={a.B} v{v} probe {mode}: {us:.1f} us per call, SM clock {clk:.0f} MHz, "
           f"power {pw:.0f} W ({len(s)} samples)")

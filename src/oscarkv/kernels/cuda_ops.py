@@ -213,6 +213,13 @@ class CudaDecodeConfig:
                      the ring depth (static slots, block ids from shared memory; 159 SASS per tile vs 173)
                      moved the time by -1%..+3%, within the spread between calls: reverted, patch
                      bench/results/2026-12-03_s8b_variants.patch.)
+                     Load paths under measurement (ninth session; the batch-32 call is power-bound and the
+                     cp.async ring's per-lane copies draw ~200 W more than a bare read of the same bytes):
+                     10 / 11 / 12 / 13 = the shapes of 0 / 1 / 4 / 7 with the ring filled by TMA bulk
+                     copies (one per tile record, from lane 0, onto a per-slot mbarrier; sm_90, else
+                     cp.async); 14 = no shared-memory ring: each lane loads its tile registers straight
+                     from global memory 4 tiles ahead (4 warps x 3 CTAs, 168 registers), 15 = the same 8
+                     tiles ahead with 8 warps x 1 CTA, 16 = 8 ahead with 4 warps x 2 CTAs (255 registers).
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
@@ -323,7 +330,8 @@ class DecodePlan:
         INT2 math (how fast the loads alone stream the cache), 2 returns right after the launch (the
         grid's launch floor), 3 skips the merge (returns after the partial writes), 4 returns after the
         prologue (q, lengths, first block ids), 5 after the tile loop (no epilogue), 6 leaves out the
-        code unpack (the MMAs take the raw code words), 7 the INT2 loads after the first ring fill (math only)."""
+        code unpack (the MMAs take the raw code words), 7 the INT2 loads after the first ring fill (math only),
+        8 times probe 1's loads as plain loads into registers (no shared memory)."""
         B, HQ, D = q.shape
         if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
             raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "
