@@ -142,14 +142,21 @@ def bf16_bytes(B, L):
     return B * HKV * L * 2 * D * 2
 
 
-def make_mixed(B, L, R, dev, layout, sequential=False):
+POOL_ORDER = {"sequential": False, "heads_outer": False}  # --sequential / --heads-outer
+
+
+def make_mixed(B, L, R, dev, layout, sequential=None, heads_outer=None):
     """Pool with R independent copies of B sequences of L tokens (random contents), and R metas. Block ids are a
-    random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order."""
+    random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order;
+    ``heads_outer``: head-major INT2 records (MixedKVPool.allocate). None: POOL_ORDER's setting."""
+    sequential = POOL_ORDER["sequential"] if sequential is None else sequential
+    heads_outer = POOL_ORDER["heads_outer"] if heads_outer is None else heads_outer
     hp_len, n = lens_for(L)
     nhp, ni = -(-hp_len // BS), -(-n // BS)
     cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
     vcfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.92, scale_dtype="float16")
-    pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout)
+    pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout,
+                                heads_outer=heads_outer and layout == "tile16")
     for t in (pool.k_codes, pool.v_codes):
         t.random_(0, 256)
     for t in (pool.k_scale, pool.v_scale):
@@ -398,6 +405,8 @@ def main():
     ap.add_argument("--no-triton", action="store_true")
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
+    ap.add_argument("--heads-outer", action="store_true", help="our INT2 records head-major (MixedKVPool.allocate)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -405,7 +414,8 @@ def main():
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
-                    "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill)")
+                    "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
+                    "loads as plain loads into registers")
     ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
@@ -421,6 +431,7 @@ def main():
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
+    POOL_ORDER.update(sequential=a.sequential, heads_outer=a.heads_outer)
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 
