@@ -51,6 +51,7 @@ from oscarkv.quant import QuantConfig  # noqa: E402
 HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
+EVICT = False  # CudaDecodeConfig.l2_evict_first of our kernel (--evict-first)
 L2_BYTES = 60 << 20
 
 
@@ -192,7 +193,7 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
     if backend == "cuda":
         best = None
         for var in variants:
-            cfg = CudaDecodeConfig(variant=var, early_reads=EARLY)
+            cfg = CudaDecodeConfig(variant=var, early_reads=EARLY, l2_evict_first=EVICT)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
             if split_scale:
                 n = max(1, round(plans[0].n_int2 * split_scale))
@@ -221,7 +222,7 @@ def bench_diag(B, L, dev, variant):
     pool, metas = make_mixed(B, L, R, dev, "tile16")
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
-    cfg = CudaDecodeConfig(variant=variant, early_reads=EARLY)
+    cfg = CudaDecodeConfig(variant=variant, early_reads=EARLY, l2_evict_first=EVICT)
     plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
 
     def timed(ms, ps=None, probe=0):
@@ -243,7 +244,8 @@ def bench_diag(B, L, dev, variant):
                full_prologue_only=timed(metas, probe=4), full_no_epilogue=timed(metas, probe=5),
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
-        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw, early_reads=EARLY)
+        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw, early_reads=EARLY,
+                                l2_evict_first=EVICT)
         p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
@@ -394,7 +396,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -407,6 +409,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--heads-outer", action="store_true", help="our INT2 records head-major (MixedKVPool.allocate)")
+    ap.add_argument("--evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first for our kernel")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -431,6 +434,7 @@ def main():
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
+    EVICT = a.evict_first
     POOL_ORDER.update(sequential=a.sequential, heads_outer=a.heads_outer)
     if not SMOKE:
         from oscarkv.kernels import cuda_ops

@@ -65,7 +65,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
-@pytest.mark.parametrize("variant", list(range(17)))
+@pytest.mark.parametrize("variant", list(range(10)))
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_gqa_and_head_dims(G, d, variant):
@@ -74,14 +74,14 @@ def test_cuda_decode_gqa_and_head_dims(G, d, variant):
 
 def test_cuda_decode_randomized_shapes():
     rnd = random.Random(0)
-    for i in range(15):
+    for i in range(12):
         B = rnd.choice([1, 2, 3, 5, 8])
         lens = [rnd.choice([1, 17, 63, 320, 351, 352, rnd.randint(1, 6000)]) for _ in range(B)]
         d, G, hkv = rnd.choice([64, 128]), rnd.choice([1, 2, 4, 8]), rnd.choice([1, 2, 3])
         kw = {}
         if i % 3 == 1:
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
-        kw["config"] = CudaDecodeConfig(variant=[0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16][i % 15])
+        kw["config"] = CudaDecodeConfig(variant=i % 8, l2_evict_first=i % 2 == 1)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 
@@ -105,7 +105,7 @@ def test_cuda_decode_cluster_merge(variant):
                    CudaDecodeConfig(variant=variant), n_hp_splits=1, n_int2_splits=2)
 
 
-@pytest.mark.parametrize("variant", [0, 4, 5, 10, 12, 14, 15])
+@pytest.mark.parametrize("variant", [0, 4, 5])
 def test_cuda_decode_early_reads(variant):
     """early_reads (lengths, tables and the older INT2 tiles read before the PDL wait): same results, with the
     previous kernel of the stream being another decode call of the same plan (as in bench_decode) and with PDL
@@ -118,7 +118,7 @@ def test_cuda_decode_early_reads(variant):
                      config=CudaDecodeConfig(variant=variant, early_reads=True), **kw)
 
 
-@pytest.mark.parametrize("variant", [0, 4, 5, 10, 14])
+@pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 8])
 def test_cuda_decode_many_splits_merge(G, variant):
     """The last CTA's merge with many splits: thread groups over the splits (16-warp CTAs, small G) and more
@@ -126,7 +126,7 @@ def test_cuda_decode_many_splits_merge(G, variant):
     _decode_case([30000, 5000], 128, G, hkv=2, seed=40 + G, n_int2_splits=57, config=CudaDecodeConfig(variant=variant))
 
 
-@pytest.mark.parametrize("variant", [0, 4, 14])
+@pytest.mark.parametrize("variant", [0, 4])
 def test_cuda_heads_outer_pool(variant):
     """Head-major records (MixedKVPool.allocate(heads_outer=True)): append bit for bit equal to the torch path,
     decode against the float64 reference."""

@@ -87,6 +87,7 @@ class _DecodeParams(ctypes.Structure):
         ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
+        ("l2_evict_first", ctypes.c_int),
     ]
 
 
@@ -219,13 +220,11 @@ class CudaDecodeConfig:
                      the ring depth (static slots, block ids from shared memory; 159 SASS per tile vs 173)
                      moved the time by -1%..+3%, within the spread between calls: reverted, patch
                      bench/results/2026-12-03_s8b_variants.patch.)
-                     Load paths under measurement (ninth session; the batch-32 call is power-bound and the
-                     cp.async ring's per-lane copies draw ~200 W more than a bare read of the same bytes):
-                     10 / 11 / 12 / 13 = the shapes of 0 / 1 / 4 / 7 with the ring filled by TMA bulk
-                     copies (one per tile record, from lane 0, onto a per-slot mbarrier; sm_90, else
-                     cp.async); 14 = no shared-memory ring: each lane loads its tile registers straight
-                     from global memory 4 tiles ahead (4 warps x 3 CTAs, 168 registers), 15 = the same 8
-                     tiles ahead with 8 warps x 1 CTA, 16 = 8 ahead with 4 warps x 2 CTAs (255 registers).
+                     Ninth session: a ring filled by TMA bulk copies (one per tile record, from lane 0, on
+                     per-slot mbarriers) and a register ring filled by plain loads (no shared memory; 4 or 8
+                     tiles ahead at 168 / 255 registers) passed the GPU tests and were slower at every
+                     shape but short batch-1 calls (4-7%): removed, patch
+                     bench/results/2026-12-03_s9_load_paths.patch.
     cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
                      by the split-count model below.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
@@ -242,6 +241,9 @@ class CudaDecodeConfig:
                      data: true for the paged cache's decode step, whose previous kernel is the step's
                      append (it writes BF16 rows and at most the newest INT2 page of a sequence), and for
                      back-to-back decode calls; hence off by default for direct ``decode_attention`` calls.
+    l2_evict_first:  load the INT2 records under the L2 evict-first policy (each byte is read once per call;
+                     the bare read that bounds the kernel uses it). Under measurement (ninth session): does
+                     it lower the memory system's power, which holds the batch-32 call at the 700 W limit?
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -249,6 +251,7 @@ class CudaDecodeConfig:
     min_split_tiles: int = 8
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
+    l2_evict_first: bool = False
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
@@ -360,7 +363,7 @@ class DecodePlan:
             self.o_part.data_ptr(), self.lse_part.data_ptr(), self.counters.data_ptr(),
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
-            int(self.config.early_reads), int(_probe),
+            int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

@@ -69,6 +69,7 @@ struct DecodeParams {
              // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop), 6 = no
              // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
              // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory)
+  int l2_evict_first;  // 1: the INT2 records are loaded with the L2 evict-first policy (CudaDecodeConfig)
 };
 
 struct AppendParams {
@@ -201,63 +202,25 @@ __device__ __forceinline__ const uint8_t* mad_wide(uint32_t a, uint32_t b, const
   asm("mad.wide.u32 %0, %1, %2, %3;\n" : "=l"(r) : "r"(a), "r"(b), "l"(reinterpret_cast<uint64_t>(c)));
   return reinterpret_cast<const uint8_t*>(r);
 }
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
+// 16 bytes global -> shared, cached in L2 only, under the L2 eviction policy pol (l2_policy)
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred, uint64_t pol) {
   asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(dst),
-      "l"(src), "r"((int)pred));
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %3;\n}\n"
+      ::"r"(dst), "l"(src), "r"((int)pred), "l"(pol));
 }
-
-// TMA bulk copies (sm_90; variants 10-13, issue 7): one instruction from one lane moves a whole tile record
-// global -> shared through the copy engine and signals an mbarrier with the byte count, instead of 3
-// cp.async per lane. kBulk is false in the sm_80 pass, where those variants use the cp.async ring.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool kBulk = true;
-#else
-constexpr bool kBulk = false;
-#endif
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_init_fence() {  // the inits are visible to the copy engine (async proxy)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-// bytes global -> shared (16-byte aligned, a multiple of 16) by the copy engine; completes a phase of bar
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{\n .reg .pred P;\n mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\n selp.u32 %0, 1, 0, P;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-#endif
-}
-// plain global loads cached in L2 only (like cp.async.cg): 16, 8 and 4 bytes
-__device__ __forceinline__ uint4 ldg_cg16(const void* a) {
+// 16 bytes global -> registers, cached in L2 only, under the L2 eviction policy pol (probe 8)
+__device__ __forceinline__ uint4 ldg_cg16(const void* a, uint64_t pol) {
   uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a));
+  asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(pol));
   return v;
 }
-__device__ __forceinline__ uint2 ldg_cg8(const void* a) {
-  uint2 v;
-  asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(a));
-  return v;
-}
-__device__ __forceinline__ uint32_t ldg_cg4(const void* a) {
-  uint32_t v;
-  asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(a));
-  return v;
+// L2 eviction policy of the INT2 stream: evict-first (each byte is read once per call) or normal
+__device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
+  uint64_t pol;
+  if (evict_first) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  else asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
 }
 
 // Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute may be scheduled while
@@ -291,7 +254,7 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -309,7 +272,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   if (p.probe == 2 || !p.early) pdl_begin();
   if (p.probe == 2) return;
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
-  // decode_smem_bytes<D, NWARP, STAGES, LOAD>() at launch; 16-warp CTAs need more than the static 48 KB)
+  // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
   extern __shared__ __align__(16) uint8_t smem_raw[];
 
@@ -485,19 +448,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 
     uint8_t* ring = smem_raw + warp * STAGES * TB;
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
-    // LOAD 1 (variants 10-13, sm_90): the ring is filled by TMA bulk copies, one per tile record from lane 0,
-    // each completing a phase of its slot's mbarrier (use n of a slot = phase parity n & 1)
-    constexpr bool BULK = LOAD == 1 && kBulk;
-    __shared__ __align__(8) uint64_t sm_bar[BULK ? NWARP * STAGES : 1];
-    const uint32_t bar_s = (uint32_t)__cvta_generic_to_shared(&sm_bar[BULK ? warp * STAGES : 0]);
-    if constexpr (BULK) {
-      if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < STAGES; i++) mbar_init(bar_s + 8 * i);
-        mbar_init_fence();
-      }
-      __syncwarp();
-    }
     const int sp_ = split - p.n_hp;
     const int len = p.int2_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
@@ -517,19 +467,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // of the next 512 (D = 128: V codes), and the 128 scale / zero bytes (lanes 0..7).
     const uint8_t* src = p.records + (int64_t)kvh * p.c_sh + 16 * lane;
     const uint32_t cblk = (uint32_t)p.c_sblk;  // record bytes per block (< 2^32)
+    const uint64_t pol = l2_policy(p.l2_evict_first != 0);
     auto tbl = [&](int k) { return k < nmine ? table[first + k * NWARP] : 0; };
     // cp.async of tile k (local index) into the ring slot at shared address slot (this lane's 16 bytes)
     auto issue = [&](int k, int blk, uint32_t slot) {
       const bool ok = k < nmine;
-      if constexpr (BULK) {  // lane 0's slot and source addresses are the record's (no 16 * lane term)
-        if (lane == 0 && ok) bulk_copy(slot, mad_wide(blk, cblk, src), TB, bar_s + 8 * ((unsigned)k % STAGES));
-      } else {
-        const uint8_t* a = mad_wide(blk, cblk, src);
-        cp_async16(slot, a, ok);
-        if constexpr (NW == 4) cp_async16(slot + 4 * D, a + 4 * D, ok);
-        cp_async16(slot + 8 * D, a + 8 * D, ok && lane < 8);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
-      }
+      const uint8_t* a = mad_wide(blk, cblk, src);
+      cp_async16(slot, a, ok, pol);
+      if constexpr (NW == 4) cp_async16(slot + 4 * D, a + 4 * D, ok, pol);
+      cp_async16(slot + 8 * D, a + 8 * D, ok && lane < 8, pol);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     // ring slot of tile k: k mod STAGES (a mask for power-of-two rings, else a running pointer)
     constexpr bool POW2 = (STAGES & (STAGES - 1)) == 0;
@@ -546,11 +493,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto fetch = [&](int k, int blk_next, auto noload) {
       Tile x;
       const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
-      if constexpr (BULK) {  // (probe 7 refills nothing: only the first fill has phases to wait for)
-        if (!decltype(noload)::value || k < STAGES) mbar_wait(bar_s + 8 * ((unsigned)k % STAGES), ((unsigned)k / STAGES) & 1);
-      } else {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
-      }
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
       __syncwarp();
       // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
       // and (2t + 8, 2t + 9)
@@ -676,8 +619,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     // one tile at a time (probes 1, 6, 7: DecodeParams)
-    auto compute = [&](auto probe_tag, int k, const Tile& x) {
+    auto body = [&](auto probe_tag, int k, int blk_next) {
       constexpr int PROBE = decltype(probe_tag)::value;  // 0, 1 (loads only), 6 (no unpack), 7 (no loads)
+      const Tile x = fetch(k, blk_next, std::integral_constant<bool, PROBE == 7>{});
       if constexpr (PROBE == 1) {  // keep the loads alive without the math
         lz[0] += __uint_as_float((x.kw[0] ^ x.vw[NW - 1] ^ x.ksc ^ x.kzr ^ x.vsc.x ^ x.vzr.y) & 0x3f800000u);
       } else {
@@ -687,55 +631,22 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         finish(raw, k, x, S);
       }
     };
-    auto body = [&](auto probe_tag, int k, int blk_next) {
-      const Tile x = fetch(k, blk_next, std::integral_constant<bool, decltype(probe_tag)::value == 7>{});
-      compute(probe_tag, k, x);
-    };
-    // LOAD 2 (variants 14-16): no ring in shared memory; each lane loads its registers of tile k (the Tile
-    // fields, 6 loads) straight from global memory STAGES tiles ahead, into a register ring (buf[k % STAGES],
-    // static indices: the loop below is unrolled by STAGES)
-    const uint8_t* rec0 = p.records + (int64_t)kvh * p.c_sh;
-    const uint8_t* srcw = rec0 + 4 * NW * lane;   // the lane's K code words (V: + 4 D)
-    const uint8_t* srck = rec0 + 8 * D + 4 * g;   // k_scale of tokens g, g + 8 (k_zero: + 32)
-    const uint8_t* srcv = rec0 + 8 * D + 64 + 8 * t;  // v_scale of tokens 2t, 2t + 1, 2t + 8, 2t + 9 (v_zero: + 32)
-    auto gload = [&](int k, int blk, Tile& x) {
-      if (k >= nmine) return;  // (warp-uniform)
-      const uint8_t* a = mad_wide(blk, cblk, srcw);
-      if constexpr (NW == 4) {
-        const uint4 u = ldg_cg16(a), w = ldg_cg16(a + 4 * D);
-        x.kw[0] = u.x; x.kw[1] = u.y; x.kw[2] = u.z; x.kw[3] = u.w;
-        x.vw[0] = w.x; x.vw[1] = w.y; x.vw[2] = w.z; x.vw[3] = w.w;
-      } else {
-        const uint2 u = ldg_cg8(a), w = ldg_cg8(a + 4 * D);
-        x.kw[0] = u.x; x.kw[1] = u.y;
-        x.vw[0] = w.x; x.vw[1] = w.y;
-      }
-      const uint8_t* sk = mad_wide(blk, cblk, srck);
-      x.ksc = ldg_cg4(sk);
-      x.kzr = ldg_cg4(sk + 32);
-      const uint8_t* sv = mad_wide(blk, cblk, srcv);
-      x.vsc = ldg_cg8(sv);
-      x.vzr = ldg_cg8(sv + 32);
-    };
-    Tile buf[LOAD == 2 ? STAGES : 1];
     // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
     int ta = tbl(lane), tb = tbl(32 + lane);
     // early: the first STAGES tiles go out before the PDL wait unless one of them is the sequence's newest
     // (the page the previous kernel, the step's append, may have just demoted)
     const bool pre = p.early && first + (min(STAGES, nmine) - 1) * NWARP < ntile - 1;
-    // the first STAGES tiles: into the ring, or (LOAD 2) into the register ring
-    auto fill = [&]() {
+    if (pre) {
 #pragma unroll
-      for (int k = 0; k < STAGES; k++) {
-        if constexpr (LOAD == 2) gload(k, __shfl_sync(0xffffffffu, ta, k), buf[k]);
-        else issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
-      }
-    };
-    if (pre) fill();
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
+    }
     if (p.early) pdl_begin();
     prep_q();
     if (p.probe == 4 && __shfl_sync(0xffffffffu, qb[0][0] ^ (uint32_t)(ta + tb), 0) != 0x7fffffffu) return;
-    if (!pre) fill();
+    if (!pre) {
+#pragma unroll
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
+    }
     // fold the V offset into acc once per 32 tiles (bounds the fp32 cancellation; outside the tile loop so
     // that the steady-state tile pays no test for it)
     auto flush = [&]() {
@@ -749,29 +660,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
     };
     auto loop = [&](auto probe_tag) {
-      if constexpr (LOAD == 2) {
-        static_assert(32 % STAGES == 0, "the register ring's depth divides the 32-tile chunk");
-        for (int kc = 0; kc < nmine; kc += 32) {
-          const int e2 = min(kc + 32, nmine);
-          for (int k0 = kc; k0 < e2; k0 += STAGES) {
-#pragma unroll
-            for (int j = 0; j < STAGES; j++) {
-              const int k = k0 + j;  // in buf[j]
-              if (k < e2) {
-                // tile k + STAGES goes into buf[j] once tile k is done with it (STAGES - 1 tiles of
-                // math to land; loading it first would keep STAGES + 1 tiles' registers live)
-                const int blk = __shfl_sync(0xffffffffu, k - kc + STAGES < 32 ? ta : tb, (k - kc + STAGES) & 31);
-                compute(probe_tag, k, buf[j]);
-                if constexpr (decltype(probe_tag)::value != 7) gload(k + STAGES, blk, buf[j]);
-              }
-            }
-          }
-          ta = tb;
-          tb = tbl(kc + 64 + lane);
-          flush();
-        }
-        return;
-      }
       for (int kc = 0; kc < nmine; kc += 32) {
         int k = kc;
         const int e1 = min(kc + 32 - STAGES, nmine), e2 = min(kc + 32, nmine);
@@ -795,9 +683,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
             const uint8_t* a = mad_wide(__shfl_sync(0xffffffffu, bl, (j0 + j) & 31), cblk, src);
             v[j][0] = v[j][1] = v[j][2] = make_uint4(0u, 0u, 0u, 0u);
             if (j0 + j < 32 && kc + j0 + j < nmine) {
-              v[j][0] = ldg_cg16(a);
-              if constexpr (NW == 4) v[j][1] = ldg_cg16(a + 4 * D);
-              if (lane < 8) v[j][2] = ldg_cg16(a + 8 * D);
+              v[j][0] = ldg_cg16(a, pol);
+              if constexpr (NW == 4) v[j][1] = ldg_cg16(a + 4 * D, pol);
+              if (lane < 8) v[j][2] = ldg_cg16(a + 8 * D, pol);
             }
           }
 #pragma unroll
@@ -1212,57 +1100,56 @@ int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_
 
 // dynamic shared memory of a decode CTA: the cp.async ring (NWARP x STAGES tiles) or, after the loop, the
 // per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger
-template <int D, int NWARP, int STAGES, int LOAD>
+template <int D, int NWARP, int STAGES>
 constexpr int decode_smem_bytes() {
-  return LOAD != 2 && NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128)
-                                                                         : NWARP * 8 * D * 4;
+  return NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128) : NWARP * 8 * D * 4;
 }
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, LOAD>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES, LOAD>());
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, LOAD>,
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, LOAD>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, LOAD>, grid, dim3(NWARP * 32),
-                   (size_t)decode_smem_bytes<D, NWARP, STAGES, LOAD>(), stream, pdl, CX, p);
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, grid, dim3(NWARP * 32),
+                   (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, LOAD>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
   cfg.blockDim = dim3(NWARP * 32);
-  cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES, LOAD>();
+  cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES>();
   cudaLaunchAttribute a;
   a.id = cudaLaunchAttributeClusterDimension;
   a.val.clusterDim.x = CX;
@@ -1271,15 +1158,15 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, LOAD>, &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int LOAD>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, LOAD>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, LOAD>, NWARP * 32,
-                                                decode_smem_bytes<D, NWARP, STAGES, LOAD>());
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, NWARP * 32,
+                                                decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
 
@@ -1289,40 +1176,26 @@ int occupancy() {
 // with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
 // occupancy). dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
-  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0, 0>ARGS;   \
-  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0, 0>ARGS;   \
-  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, 0, 0>ARGS;   \
-  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, 0, 0>ARGS;  \
-  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0, 0>ARGS;     \
-  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, 0, 0>ARGS;     \
-  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, 0, 0>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, 0, 0>ARGS;     \
-  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, 0, 0>ARGS;    \
-  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, 0, 0>ARGS;     \
-  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, 0, 0>ARGS;   \
-  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, 0, 0>ARGS;     \
-  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, 0, 0>ARGS;   \
-  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, 0, 0>ARGS;     \
-  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, 0, 0>ARGS;    \
-  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, 0, 0>ARGS;    \
-  if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16, 0>ARGS; \
-  if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16, 0>ARGS;   \
-  if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8, 0>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8, 0>ARGS;    \
-  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 4, 4, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 10) return F<T, 64, 4, 4, 4, 0, 1>ARGS;   \
-  if (head_dim == 128 && variant == 11) return F<T, 128, 4, 4, 8, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 11) return F<T, 64, 4, 4, 8, 0, 1>ARGS;   \
-  if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 4, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 12) return F<T, 64, 8, 2, 4, 0, 1>ARGS;   \
-  if (head_dim == 128 && variant == 13) return F<T, 128, 8, 2, 8, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 13) return F<T, 64, 8, 2, 8, 0, 1>ARGS;  \
-  if (head_dim == 128 && variant == 14) return F<T, 128, 4, 3, 4, 0, 2>ARGS; \
-  if (head_dim == 64 && variant == 14) return F<T, 64, 4, 3, 4, 0, 2>ARGS;   \
-  if (head_dim == 128 && variant == 15) return F<T, 128, 8, 1, 8, 0, 2>ARGS; \
-  if (head_dim == 64 && variant == 15) return F<T, 64, 8, 1, 8, 0, 2>ARGS;   \
-  if (head_dim == 128 && variant == 16) return F<T, 128, 4, 2, 8, 0, 2>ARGS; \
-  if (head_dim == 64 && variant == 16) return F<T, 64, 4, 2, 8, 0, 2>ARGS;
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, 0>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, 0>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, 0>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, 0>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, 0>ARGS;     \
+  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, 0>ARGS;    \
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, 0>ARGS;     \
+  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, 0>ARGS;   \
+  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, 0>ARGS;     \
+  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, 0>ARGS;   \
+  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, 0>ARGS;     \
+  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, 0>ARGS;    \
+  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, 0>ARGS;    \
+  if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
+  if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
+  if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
