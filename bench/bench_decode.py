@@ -51,7 +51,7 @@ from oscarkv.quant import QuantConfig  # noqa: E402
 HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
-EVICT = False  # CudaDecodeConfig.l2_evict_first of our kernel (--evict-first)
+EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 L2_BYTES = 60 << 20
 
 
@@ -143,21 +143,19 @@ def bf16_bytes(B, L):
     return B * HKV * L * 2 * D * 2
 
 
-POOL_ORDER = {"sequential": False, "heads_outer": False}  # --sequential / --heads-outer
+POOL_ORDER = {"sequential": False}  # --sequential
 
 
-def make_mixed(B, L, R, dev, layout, sequential=None, heads_outer=None):
+def make_mixed(B, L, R, dev, layout, sequential=None):
     """Pool with R independent copies of B sequences of L tokens (random contents), and R metas. Block ids are a
-    random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order;
-    ``heads_outer``: head-major INT2 records (MixedKVPool.allocate). None: POOL_ORDER's setting."""
+    random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order (None:
+    POOL_ORDER's setting)."""
     sequential = POOL_ORDER["sequential"] if sequential is None else sequential
-    heads_outer = POOL_ORDER["heads_outer"] if heads_outer is None else heads_outer
     hp_len, n = lens_for(L)
     nhp, ni = -(-hp_len // BS), -(-n // BS)
     cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
     vcfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.92, scale_dtype="float16")
-    pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout,
-                                heads_outer=heads_outer and layout == "tile16")
+    pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout)
     for t in (pool.k_codes, pool.v_codes):
         t.random_(0, 256)
     for t in (pool.k_scale, pool.v_scale):
@@ -408,8 +406,7 @@ def main():
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
-    ap.add_argument("--heads-outer", action="store_true", help="our INT2 records head-major (MixedKVPool.allocate)")
-    ap.add_argument("--evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first for our kernel")
+    ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -434,8 +431,8 @@ def main():
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
-    EVICT = a.evict_first
-    POOL_ORDER.update(sequential=a.sequential, heads_outer=a.heads_outer)
+    EVICT = not a.no_evict_first
+    POOL_ORDER.update(sequential=a.sequential)
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

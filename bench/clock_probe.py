@@ -1,7 +1,7 @@
 """SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
 repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
 
-    python3 bench/clock_probe.py 131072 32 0,10 [--modes 0,1,7] [--seconds 4] [--sequential] [--heads-outer] [--evict-first]
+    python3 bench/clock_probe.py 131072 32 0,10 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
 
 For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; -1 = the bare read
 kernel of bench_decode's read floor over the same number of bytes, 264 CTAs x 1024 threads) the call is replayed
@@ -28,18 +28,16 @@ ap.add_argument("variants", help="comma-separated kernel variants, each timed wi
 ap.add_argument("--modes", default="0,1,7")
 ap.add_argument("--seconds", type=float, default=4.0)
 ap.add_argument("--sequential", action="store_true", help="INT2 block ids in pool order (default: a random permutation)")
-ap.add_argument("--heads-outer", action="store_true", help="head-major INT2 records (MixedKVPool.allocate)")
-ap.add_argument("--evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first")
+ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False")
 a = ap.parse_args()
 modes = [int(x) for x in a.modes.split(",")]
 if set(modes) - {0, -1, *PROBES}:
     ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, *PROBES})}; choose from {sorted({0, -1, *PROBES})}")
-pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential,
-                         heads_outer=a.heads_outer)
+pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential)
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
 variants = [int(x) for x in a.variants.split(",")]
-plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=v, l2_evict_first=a.evict_first)) for v in variants}
+plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=v, l2_evict_first=not a.no_evict_first)) for v in variants}
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
 bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]

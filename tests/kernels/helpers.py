@@ -7,7 +7,7 @@ from oscarkv.quant import QuantConfig
 
 
 def build(lens, *, d=64, hkv=2, group=None, bs=4, sink=8, recent=16, chunks=1, seed=0, device="cpu",
-          k_clip=0.96, v_clip=0.92, backend="torch", blocks=256, layout="logical", page=None, heads_outer=False):
+          k_clip=0.96, v_clip=0.92, backend="torch", blocks=256, layout="logical", page=None):
     """A cache holding ``lens[i]`` random rotated tokens per sequence, written in ``chunks`` appends.
 
     Returns (cache, pool, ids, rows) where rows[i] = (k, v) original bf16 rows of sequence i.
@@ -15,7 +15,7 @@ def build(lens, *, d=64, hkv=2, group=None, bs=4, sink=8, recent=16, chunks=1, s
     g = torch.Generator().manual_seed(seed)
     kc = QuantConfig(group_size=group or d, clip_ratio=k_clip)
     vc = QuantConfig(group_size=group or d, clip_ratio=v_clip)
-    pool = MixedKVPool.allocate(blocks, blocks, bs, hkv, d, kc, vc, device=device, layout=layout, heads_outer=heads_outer)
+    pool = MixedKVPool.allocate(blocks, blocks, bs, hkv, d, kc, vc, device=device, layout=layout)
     cache = MixedKVCache(blocks, blocks, bs, sink=sink, recent=recent, page=page)
     ids = list(range(len(lens)))
     rows = []

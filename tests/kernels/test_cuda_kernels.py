@@ -126,23 +126,6 @@ def test_cuda_decode_many_splits_merge(G, variant):
     _decode_case([30000, 5000], 128, G, hkv=2, seed=40 + G, n_int2_splits=57, config=CudaDecodeConfig(variant=variant))
 
 
-@pytest.mark.parametrize("variant", [0, 4])
-def test_cuda_heads_outer_pool(variant):
-    """Head-major records (MixedKVPool.allocate(heads_outer=True)): append bit for bit equal to the torch path,
-    decode against the float64 reference."""
-    lens = [3, 70, 513, 3000]
-    kw = dict(d=128, hkv=2, bs=16, sink=16, recent=32, chunks=3, layout="tile16", device="cuda", blocks=400,
-              heads_outer=True)
-    ca, pa, ids, _ = build(lens, backend="torch", **kw)
-    cb, pb, _, _ = build(lens, backend="cuda", **kw)
-    _pools_equal(pa, pb)
-    meta = cb.metadata(ids, device="cuda")
-    q = torch.randn(len(lens), 8, 128, device="cuda", dtype=torch.bfloat16) * 2
-    ref = decode_attention_torch(q, pb, meta, compute_dtype=torch.float64)
-    plan = DecodePlan(len(lens), 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(variant=variant))
-    assert rel_err(decode_attention(q, pb, meta, plan=plan), ref) < 8e-3
-
-
 def test_cuda_decode_fp16_and_long_single_sequence():
     _decode_case([40000], 128, 4, hkv=2, seed=5)
     _decode_case([3000, 20], 64, 4, hkv=2, seed=6, dtype=torch.float16)

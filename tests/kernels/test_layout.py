@@ -156,25 +156,6 @@ def test_tile16_records_partition_one_tensor(d):
         check_pool_records(wide)
 
 
-def test_tile16_heads_outer_records():
-    """heads_outer: the same record views of a head-major tensor (one KV head's records of consecutive blocks
-    adjacent); the kernels' record check accepts it with its strides, and the pool holds the same cache as a
-    block-major one (appends and reference decode through strides agree bit for bit)."""
-    from oscarkv.kernels.cuda_ops import check_pool_records
-
-    kw = dict(d=128, hkv=3, bs=16, sink=16, recent=32, chunks=3, layout="tile16", blocks=40)
-    ca, pa, ids, _ = build([5, 100, 333], **kw)
-    cb, pb, _, _ = build([5, 100, 333], heads_outer=True, **kw)
-    rec = 8 * 128 + 128
-    assert check_pool_records(pa) == (3 * rec, rec) and check_pool_records(pb) == (rec, 40 * rec)
-    assert pb.k_codes.untyped_storage().nbytes() == 40 * 3 * rec
-    for n in ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero", "k_hp", "v_hp"):
-        assert torch.equal(getattr(pa, n), getattr(pb, n)), n
-    meta = ca.metadata(ids)
-    q = torch.randn(len(ids), 6, 128)
-    assert torch.equal(decode_attention(q, pa, meta, backend="torch"), decode_attention(q, pb, meta, backend="torch"))
-
-
 def test_tile16_needs_block_size_16():
     with pytest.raises(ValueError, match="tile16"):
         MixedKVPool.allocate(4, 4, 8, 1, 64, QuantConfig(), QuantConfig(), layout="tile16")

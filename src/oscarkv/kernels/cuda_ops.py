@@ -162,28 +162,22 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
 
 def check_pool_records(pool: MixedKVPool) -> tuple[int, int]:
     """The CUDA kernels read and write a tile16 pool as records (``paged.tile16_records``): per (block, KV head)
-    K codes | V codes | k_scale | k_zero | v_scale | v_zero contiguous, 16-byte aligned, block-major or (the
-    pool's ``heads_outer``) head-major; the hp tensors with contiguous rows and equal strides. Returns the
-    record strides in bytes (per block, per KV head); strides of dimensions of size 1 are not checked (torch
-    leaves them arbitrary, the kernels multiply them by 0)."""
+    K codes | V codes | k_scale | k_zero | v_scale | v_zero contiguous, 16-byte aligned; the hp tensors with
+    contiguous rows and equal strides. Returns the record strides in bytes (per block, per KV head); strides
+    of dimensions of size 1 are not checked (torch leaves them arbitrary, the kernels multiply them by 0)."""
     if pool.k_scale.dtype != torch.float16:  # the kernels' records hold fp16 scale / zero (TB in int2_paged.cu)
         raise ValueError(f"the CUDA kernels need fp16 scale / zero, the pool has {pool.k_scale.dtype} "
                          "(QuantConfig(scale_dtype='float16'))")
     offs, rec = tile16_record_offsets(pool.head_dim, 2)
-    # records block-major [blocks, heads, record] or head-major [heads, blocks, record] (heads_outer)
-    layouts = [(pool.num_kv_heads * rec, rec), (rec, pool.k_codes.shape[0] * rec)]
+    want = (pool.num_kv_heads * rec, rec)
     base = pool.k_codes.data_ptr()
-
-    def fits(t, off, want):
+    for name, off in offs.items():
+        t = getattr(pool, name)
         es, sh, st = t.element_size(), t.shape, t.stride()
-        return (t.data_ptr() == base + off and all(sh[i] == 1 or st[i] * es == want[i] for i in (0, 1))
-                and st[2] == sh[3] and (sh[3] == 1 or st[3] == 1))
-
-    want = next((w for w in layouts if all(fits(getattr(pool, n), o, w) for n, o in offs.items())), None)
-    if want is None:
-        name = next((n for n, o in offs.items() if not any(fits(getattr(pool, n), o, w) for w in layouts)), "k_codes")
-        raise ValueError(f"pool tensor {name} is not in the tile16 record layout the CUDA kernels read "
-                         "(allocate the pool with MixedKVPool.allocate(..., layout='tile16'))")
+        if (t.data_ptr() != base + off or any(sh[i] > 1 and st[i] * es != want[i] for i in (0, 1))
+                or st[2] != sh[3] or (sh[3] > 1 and st[3] != 1)):
+            raise ValueError(f"pool tensor {name} is not in the tile16 record layout the CUDA kernels read "
+                             "(allocate the pool with MixedKVPool.allocate(..., layout='tile16'))")
     if base % 16:
         raise ValueError("tile16 records must be 16-byte aligned (allocate with MixedKVPool.allocate)")
     for t in (pool.k_hp, pool.v_hp):
@@ -241,9 +235,10 @@ class CudaDecodeConfig:
                      data: true for the paged cache's decode step, whose previous kernel is the step's
                      append (it writes BF16 rows and at most the newest INT2 page of a sequence), and for
                      back-to-back decode calls; hence off by default for direct ``decode_attention`` calls.
-    l2_evict_first:  load the INT2 records under the L2 evict-first policy (each byte is read once per call;
-                     the bare read that bounds the kernel uses it). Under measurement (ninth session): does
-                     it lower the memory system's power, which holds the batch-32 call at the 700 W limit?
+    l2_evict_first:  load the INT2 records under the L2 evict-first policy (each byte is read once per call,
+                     and the lines it would evict, e.g. the model's weights, stay): H200, ninth session, the
+                     loads alone 14% faster at 128K batch 32 (760 -> 656 us), the full call 1-3% faster at
+                     every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -251,7 +246,7 @@ class CudaDecodeConfig:
     min_split_tiles: int = 8
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
-    l2_evict_first: bool = False
+    l2_evict_first: bool = True
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,

@@ -164,10 +164,9 @@ class MixedKVPool:
         dtype: torch.dtype = torch.bfloat16,
         device="cpu",
         layout: str = "logical",
-        heads_outer: bool = False,
     ) -> "MixedKVPool":
         """Zero-filled pools of one layer (a tile16 pool's INT2 tensors are views of one record tensor:
-        ``tile16_records``; ``heads_outer`` stores its records head-major)."""
+        ``tile16_records``)."""
         k_cfg = k_cfg or QuantConfig()
         v_cfg = v_cfg or QuantConfig()
         check_kernel_configs(k_cfg, v_cfg, head_dim)
@@ -181,7 +180,7 @@ class MixedKVPool:
         # Zero-filled (not empty) so a stray read of an unused slot is harmless rather than NaN.
         z = lambda *s, dt: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         if layout == "tile16":
-            int2 = tile16_records(num_int2_blocks, num_kv_heads, head_dim, sdt, device, heads_outer)
+            int2 = tile16_records(num_int2_blocks, num_kv_heads, head_dim, sdt, device)
         else:
             int2 = dict(k_codes=z(*qshape, head_dim // 4, dt=torch.uint8), k_scale=z(*qshape, ng, dt=sdt),
                         k_zero=z(*qshape, ng, dt=sdt), v_codes=z(*qshape, head_dim // 4, dt=torch.uint8),
@@ -212,22 +211,15 @@ def tile16_record_offsets(head_dim: int, scale_bytes: int) -> tuple[dict, int]:
     return offs, o
 
 
-def tile16_records(num_blocks: int, num_kv_heads: int, head_dim: int, scale_dtype: torch.dtype, device,
-                   heads_outer: bool = False) -> dict:
+def tile16_records(num_blocks: int, num_kv_heads: int, head_dim: int, scale_dtype: torch.dtype, device) -> dict:
     """The INT2 tensors of a tile16 pool (block_size 16, one scale group per row) as strided views of one
     zero-filled uint8 tensor ``[num_blocks, num_kv_heads, record]`` (``tile16_record_offsets``): per (block,
     KV head) one contiguous record in the order of the CUDA decode kernel's shared-memory tile, so a tile is
     one address and 9 consecutive 128-byte lines at d = 128 (issue 7). Shapes and dtypes are those of the
-    logical layout; every consumer addresses the pool through strides. ``heads_outer``: the same views of a
-    ``[num_kv_heads, num_blocks, record]`` tensor, so that one KV head's records of consecutive blocks are
-    adjacent (a decode CTA, which reads one KV head, then streams contiguous memory over runs of consecutive
-    block ids instead of one record in every num_kv_heads)."""
+    logical layout; every consumer addresses the pool through strides."""
     sb = torch.tensor([], dtype=scale_dtype).element_size()
     offs, size = tile16_record_offsets(head_dim, sb)
-    if heads_outer:
-        rec = torch.zeros(num_kv_heads, num_blocks, size, dtype=torch.uint8, device=device).transpose(0, 1)
-    else:
-        rec = torch.zeros(num_blocks, num_kv_heads, size, dtype=torch.uint8, device=device)
+    rec = torch.zeros(num_blocks, num_kv_heads, size, dtype=torch.uint8, device=device)
     out = {}
     for name, o in offs.items():
         if name.endswith("codes"):
