@@ -1,7 +1,7 @@
 """SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
 repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
 
-    python3 bench/clock_probe.py 131072 32 0,10 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
+    python3 bench/clock_probe.py 131072 32 0,4 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
 
 For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; -1 = the bare read
 kernel of bench_decode's read floor over the same number of bytes, 264 CTAs x 1024 threads) the call is replayed

@@ -81,7 +81,7 @@ def test_cuda_decode_randomized_shapes():
         kw = {}
         if i % 3 == 1:
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
-        kw["config"] = CudaDecodeConfig(variant=i % 8, l2_evict_first=i % 2 == 1)
+        kw["config"] = CudaDecodeConfig(variant=i % 8, l2_evict_first=(i + i // 8) % 2 == 1)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 

@@ -671,7 +671,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     // probe 8: the loads of probe 1 (same tiles, addresses and order) as plain 16-byte loads into registers,
-    // 6 tiles in flight per warp (8 spill), no shared memory: what does the ring's shared-memory path cost?
+    // 6 tiles in flight per warp (8 would spill at 128 registers), no shared memory: does the ring's shared-memory
+    // path cost time or power? (H200, ninth session: it costs time, ~10%, not power)
     auto reg_loads = [&]() {
       uint32_t x = 0;
       for (int kc = 0; kc < nmine; kc += 32) {
