@@ -14,7 +14,7 @@ import math
 import torch
 
 from ...quant import QuantConfig, fake_quantize
-from ...rotation import hadamard
+from ...rotation import hadamard, rotate
 from .core import LayerCompute, OscarSettings, PageFormat, ShadowManager, build_step, int2_len
 
 
@@ -150,12 +150,10 @@ class MiniVLLM:
 
     # ---------------------------------------------------------------- reference
     def _rot(self, x, r, transpose=False):
-        r = r.transpose(-1, -2) if transpose else r
-        x = x.float()
-        if r.shape[0] == 1:
-            return x @ r[0]
-        g = x.shape[1] // r.shape[0]
-        return torch.einsum("tkgd,kde->tkge", x.unflatten(1, (r.shape[0], g)), r).flatten(1, 2)
+        # x @ R per head through the package's rotate(), as the layer does: a plain x @ R here would round
+        # the last bit differently (another float32 kernel), and an INT2 code sitting on a rounding boundary
+        # then flips, which is not what this reference checks (tests/rotation checks rotate() itself)
+        return rotate(x.float(), r, inverse=transpose, head_axis=-2)
 
     def expected(self, tokens, n0, c, quantized_rows=None):
         """Dense reference for the step that adds c tokens to a request holding n0 (window rule at n0 + c).
