@@ -52,6 +52,7 @@ HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
+SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 L2_BYTES = 60 << 20
 
 
@@ -143,14 +144,11 @@ def bf16_bytes(B, L):
     return B * HKV * L * 2 * D * 2
 
 
-POOL_ORDER = {"sequential": False}  # --sequential
-
-
 def make_mixed(B, L, R, dev, layout, sequential=None):
     """Pool with R independent copies of B sequences of L tokens (random contents), and R metas. Block ids are a
     random permutation (a fragmented pool, like the peers' pages), or with ``sequential`` in pool order (None:
-    POOL_ORDER's setting)."""
-    sequential = POOL_ORDER["sequential"] if sequential is None else sequential
+    SEQUENTIAL)."""
+    sequential = SEQUENTIAL if sequential is None else sequential
     hp_len, n = lens_for(L)
     nhp, ni = -(-hp_len // BS), -(-n // BS)
     cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
@@ -394,7 +392,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -432,7 +430,7 @@ def main():
     D = a.head_dim
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
-    POOL_ORDER.update(sequential=a.sequential)
+    SEQUENTIAL = a.sequential
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -31,13 +31,16 @@ ap.add_argument("--sequential", action="store_true", help="INT2 block ids in poo
 ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False")
 a = ap.parse_args()
 modes = [int(x) for x in a.modes.split(",")]
+if not all(x.strip().isdigit() for x in a.variants.split(",")):
+    ap.error(f"variants: {a.variants!r} is not a comma-separated list of variant numbers (e.g. 0,4)")
+variants = [int(x) for x in a.variants.split(",")]
 if set(modes) - {0, -1, *PROBES}:
     ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, *PROBES})}; choose from {sorted({0, -1, *PROBES})}")
 pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential)
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
-variants = [int(x) for x in a.variants.split(",")]
-plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, CudaDecodeConfig(variant=v, l2_evict_first=not a.no_evict_first)) for v in variants}
+cfgs = {v: CudaDecodeConfig(variant=v, l2_evict_first=not a.no_evict_first) for v in variants}
+plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, c) for v, c in cfgs.items()}
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
 bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]
