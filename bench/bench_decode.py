@@ -53,6 +53,24 @@ SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
+INTERLEAVE = False  # CudaDecodeConfig.interleave of our kernel (--interleave; "4i" in a variant list)
+
+
+def variant_spec(x):
+    """A kernel variant of a --*-variants list: "4" (contiguous split ranges unless --interleave) or "4i"
+    (interleaved tiles). Returns (variant, interleave)."""
+    x = str(x).strip()
+    if x.endswith("i") and x[:-1].isdigit():
+        return int(x[:-1]), True
+    if x.isdigit():
+        return int(x), INTERLEAVE
+    raise ValueError(f"variant {x!r}: expected a variant number, optionally with the suffix i (interleaved tiles)")
+
+
+def ours_config(var, **kw):
+    """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
+    v, il = (None, INTERLEAVE) if var is None else variant_spec(var)
+    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, interleave=il, **kw)
 L2_BYTES = 60 << 20
 
 
@@ -175,7 +193,7 @@ def make_mixed(B, L, R, dev, layout, sequential=None):
 
 
 # ------------------------------------------------------------------------------------------- methods
-PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only"}  # DecodePlan.run's INT2-loop probes that --probe times
+PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only", 9: "k_u8_standin"}  # DecodePlan.run's INT2-loop probes that --probe times
 
 
 def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
@@ -189,7 +207,7 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
     if backend == "cuda":
         best = None
         for var in variants:
-            cfg = CudaDecodeConfig(variant=var, early_reads=EARLY, l2_evict_first=EVICT)
+            cfg = ours_config(var)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
             if split_scale:
                 n = max(1, round(plans[0].n_int2 * split_scale))
@@ -199,7 +217,7 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
             else:
                 t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
             if best is None or t < best[0]:
-                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant))
+                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant, interleave=cfg.interleave))
         t, extra = best
     else:
         cfg = TritonDecodeConfig(ctas_per_sm=4)
@@ -218,7 +236,7 @@ def bench_diag(B, L, dev, variant):
     pool, metas = make_mixed(B, L, R, dev, "tile16")
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
-    cfg = CudaDecodeConfig(variant=variant, early_reads=EARLY, l2_evict_first=EVICT)
+    cfg = ours_config(variant)
     plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
 
     def timed(ms, ps=None, probe=0):
@@ -240,8 +258,7 @@ def bench_diag(B, L, dev, variant):
                full_prologue_only=timed(metas, probe=4), full_no_epilogue=timed(metas, probe=5),
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
-        cfg1 = CudaDecodeConfig(variant=variant, hp_tiles_per_warp=hpw, early_reads=EARLY,
-                                l2_evict_first=EVICT)
+        cfg1 = ours_config(variant, hp_tiles_per_warp=hpw)
         p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
@@ -259,18 +276,19 @@ def bench_diag(B, L, dev, variant):
     return res
 
 
-def read_floor_once(buf, n16, sink, ctas, threads):
-    """One launch of the bare read kernel (oscar_read_floor) over the first ``n16`` 16-byte words of ``buf``."""
+def read_floor_once(buf, n16, sink, ctas, threads, pattern=0):
+    """One launch of the bare read kernel (oscar_read_pattern) over the first ``n16`` 16-byte words of ``buf``:
+    pattern 0 = one grid-stride sweep (the read floor), 1 = one contiguous stream per warp."""
     from oscarkv.kernels import cuda_ops
 
-    err = cuda_ops.lib().oscar_read_floor(buf.data_ptr(), n16, sink.data_ptr(), ctas, threads,
-                                          torch.cuda.current_stream().cuda_stream)
+    err = cuda_ops.lib().oscar_read_pattern(buf.data_ptr(), n16, sink.data_ptr(), ctas, threads, pattern,
+                                            torch.cuda.current_stream().cuda_stream)
     assert err == 0, err
 
 
 def read_floor(nbytes, dev, sms):
     """Issue 7's measured bound: the fastest a single launch reads ``nbytes`` (a bare grid-stride read kernel,
-    oscar_read_floor, over R copies so each call misses L2), best over grid shapes. Returns (s, info)."""
+    oscar_read_pattern, over R copies so each call misses L2), best over grid shapes. Returns (s, info)."""
     n16 = -(-nbytes // 16)
     R = copies_for(nbytes)
     bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device=dev).random_(0, 255) for _ in range(R)]
@@ -392,7 +410,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, INTERLEAVE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -405,6 +423,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
+    ap.add_argument("--interleave", action="store_true", help="CudaDecodeConfig.interleave=True for our kernel "
+                    "(variant lists also take e.g. 4i)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -413,7 +433,7 @@ def main():
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
                     "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
-                    "loads as plain loads into registers")
+                    "loads as plain loads into registers, 9 = the K side as u8 x s8 MMAs (timing stand-in)")
     ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
@@ -431,6 +451,7 @@ def main():
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
+    INTERLEAVE = a.interleave
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 
@@ -459,7 +480,7 @@ def main():
         sw = []
         for pt in a.sweep_points.split(","):
             L, B = (int(x) for x in pt.split("x"))
-            for var in (int(x) for x in a.sweep_variants.split(",")):
+            for var in a.sweep_variants.split(","):
                 for sc in (float(x) for x in a.sweep_scales.split(",")):
                     t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
                     sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
@@ -471,7 +492,7 @@ def main():
         pr = []
         for pt in a.probe_points.split(","):
             L, B = (int(x) for x in pt.split("x"))
-            for var in (int(x) for x in a.probe_variants.split(",")):
+            for var in a.probe_variants.split(","):
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
                 r = dict(L=L, B=B, variant=var, full_us=tf * 1e6, bytes=nb, full_frac_copy=nb / tf / bw,
                          splits=exf["splits"])
@@ -491,7 +512,7 @@ def main():
         for pt in a.diag.split(","):
             lb, var = pt.split(":")
             L, B = (int(x) for x in lb.split("x"))
-            r = dict(L=L, B=B, variant=int(var), **bench_diag(B, L, dev, int(var)))
+            r = dict(L=L, B=B, variant=var, **bench_diag(B, L, dev, var))
             dg.append(r)
             log("diag " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
             torch.cuda.empty_cache()

@@ -1,10 +1,12 @@
 """SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
 repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
 
-    python3 bench/clock_probe.py 131072 32 0,4 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
+    python3 bench/clock_probe.py 131072 32 0,4,0i [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
 
-For each probe mode (0 = full kernel, 1 = INT2 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; -1 = the bare read
-kernel of bench_decode's read floor over the same number of bytes, 264 CTAs x 1024 threads) the call is replayed
+Variants as in bench_decode (a suffix i: CudaDecodeConfig.interleave). For each probe mode (0 = full kernel, 1 = INT2
+loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers, 9 = K side as u8 x s8 MMAs; bare reads of the same number of bytes,
+264 CTAs x 1024 threads: -1 = bench_decode's read floor (one grid-stride sweep) over random bytes, -2 = one contiguous
+stream per warp over random bytes, -3 = the sweep over zero bytes) the call is replayed
 for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the
 median clock / power of the samples taken while that mode ran.
 """
@@ -17,9 +19,10 @@ import time
 import torch
 
 sys.path.insert(0, "bench")
+import bench_decode  # noqa: E402
 from bench_decode import HKV, HQ, PROBES, D, copies_for, int2_bytes, make_mixed, read_floor_once  # noqa: E402
 
-from oscarkv.kernels import CudaDecodeConfig, DecodePlan  # noqa: E402
+from oscarkv.kernels import DecodePlan  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("L", type=int)
@@ -31,19 +34,24 @@ ap.add_argument("--sequential", action="store_true", help="INT2 block ids in poo
 ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False")
 a = ap.parse_args()
 modes = [int(x) for x in a.modes.split(",")]
-if not all(x.strip().isdigit() for x in a.variants.split(",")):
-    ap.error(f"variants: {a.variants!r} is not a comma-separated list of variant numbers (e.g. 0,4)")
-variants = [int(x) for x in a.variants.split(",")]
-if set(modes) - {0, -1, *PROBES}:
-    ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, *PROBES})}; choose from {sorted({0, -1, *PROBES})}")
+variants = a.variants.split(",")
+try:
+    [bench_decode.variant_spec(v) for v in variants]
+except ValueError as e:
+    ap.error(f"variants: {e}")
+if set(modes) - {0, -1, -2, -3, *PROBES}:
+    ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, -2, -3, *PROBES})}; choose from {sorted({0, -1, -2, -3, *PROBES})}")
+bench_decode.EVICT = not a.no_evict_first
 pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential)
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
 out = torch.empty_like(q)
-cfgs = {v: CudaDecodeConfig(variant=v, l2_evict_first=not a.no_evict_first) for v in variants}
+cfgs = {v: bench_decode.ours_config(v) for v in variants}
 plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, c) for v, c in cfgs.items()}
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
-bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -1 in modes else 0)]
+bare = [m for m in modes if m < 0]
+bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda").random_(0, 256) for _ in range(copies_for(nbytes) if bare else 0)]
+zeros = [torch.zeros(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -3 in modes else 0)]
 sink = torch.zeros(1, dtype=torch.int32, device="cuda")
 calls = [0]
 
@@ -51,9 +59,10 @@ calls = [0]
 def run(v, mode):
     if mode >= 0:
         plans[v].run(q, pool, metas[0], 1.0, out=out, _probe=mode)
-    else:  # the read floor's bare read of the same bytes, a different copy each call (misses L2)
+    else:  # a bare read of the same bytes, a different copy each call (misses L2)
         calls[0] += 1
-        read_floor_once(bufs[calls[0] % len(bufs)], n16, sink, 264, 1024)
+        src = zeros if mode == -3 else bufs
+        read_floor_once(src[calls[0] % len(src)], n16, sink, 264, 1024, pattern=1 if mode == -2 else 0)
 
 
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",

@@ -68,8 +68,11 @@ struct DecodeParams {
              // the partial writes, before the arrival), 4 = prologue only (q, lengths and the first block
              // ids read, return before the tile loop), 5 = no epilogue (return after the tile loop), 6 = no
              // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
-             // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory)
+             // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory), 9 = the K side as
+             // u8 x s8 MMAs (timing stand-in; head_dim 128, else as 0)
   int l2_evict_first;  // 1: the INT2 records are loaded with the L2 evict-first policy (CudaDecodeConfig)
+  int interleave;  // 1: INT2 tile k of warp w of split s is tile s + n_int2 (w + NWARP k) (all splits of a
+                   // sequence sweep its blocks together); 0: split s takes one contiguous range (CudaDecodeConfig)
 };
 
 struct AppendParams {
@@ -154,6 +157,14 @@ __device__ __forceinline__ float ex2(float x) {  // MUFU.EX2 alone (no denormal 
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+// d = a (16x32 u8) x b (32x8 s8), s32 accumulate from zero (probe 9)
+__device__ __forceinline__ void mma_u8s8(int d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 // d = a (16x16 f16) x b (16x8 f16) + c, f32 accumulate, with c and d in different registers
 __device__ __forceinline__ void mma_f16(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -452,14 +463,19 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int len = p.int2_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + p.n_int2 - 1) / p.n_int2;
-    const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
     const int32_t* table = p.int2_table + b * p.int2_table_s;
-    const int first = t0 + warp;
-    const int nmine = first < t1 ? (t1 - first + NWARP - 1) / NWARP : 0;  // tiles of this warp
+    // this warp's tiles: first, first + step, ... below t1; contiguous: split sp_ takes tiles [t0, t1), its warps
+    // every NWARP-th; interleaved: tile s + n_int2 (w + NWARP k), so at any moment all splits of a sequence
+    // read neighbouring blocks (DRAM locality; the merge does not depend on which split holds which tile)
+    const bool il = p.interleave != 0;
+    const int t0 = il ? 0 : sp_ * per, t1 = il ? ntile : min(t0 + per, ntile);
+    const int first = t0 + (il ? sp_ + p.n_int2 * warp : warp);
+    const int step = il ? p.n_int2 * NWARP : NWARP;
+    const int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp
     // the sequence's last tile is partial when len % 16 != 0: its local index in this warp, else -1
     const int lastt = ntile - 1;
     const int partial_k =
-        (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % NWARP == 0) ? (lastt - first) / NWARP : -1;
+        (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % step == 0) ? (lastt - first) / step : -1;
     // The pool is one record per (block, KV head): K codes (4D bytes) | V codes (4D) | k_scale | k_zero |
     // v_scale | v_zero (32 B each), the ring slot's order (MixedKVPool.allocate; cuda_ops checks it). So a
     // tile's three 16-byte cp.async per lane share one address (one IMAD.WIDE per tile) with immediate
@@ -468,7 +484,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const uint8_t* src = p.records + (int64_t)kvh * p.c_sh + 16 * lane;
     const uint32_t cblk = (uint32_t)p.c_sblk;  // record bytes per block (< 2^32)
     const uint64_t pol = l2_policy(p.l2_evict_first != 0);
-    auto tbl = [&](int k) { return k < nmine ? table[first + k * NWARP] : 0; };
+    auto tbl = [&](int k) { return k < nmine ? table[first + k * step] : 0; };
     // cp.async of tile k (local index) into the ring slot at shared address slot (this lane's 16 bytes)
     auto issue = [&](int k, int blk, uint32_t slot) {
       const bool ok = k < nmine;
@@ -538,6 +554,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) S[i] = s0[i] + s1[i];
+    };
+    // probe 9 (timing stand-in, garbage output; D = 128): the K side as u8 codes x s8 q (mma m16n8k32): field P of
+    // every byte masked in place (value 4^P c, one LOP3 per 4 codes), one MMA per P, the four s32 results joined
+    // as 64 S0 + 16 S1 + 4 S2 + S3 (IMAD) and converted once; q8 is zero at run time (so no tile takes the slow
+    // path), which the compiler cannot see. What would 8-bit K operands save per tile?
+    uint32_t q8[4][2];
+    auto scores_u8 = [&](const Tile& x, float S[4]) {
+      int r[4][4];
+#pragma unroll
+      for (int P = 0; P < 4; P++) {
+        const uint32_t m = 0x03030303u << (2 * P);
+        mma_u8s8(r[P], x.kw[0] & m, x.kw[1 % NW] & m, x.kw[2 % NW] & m, x.kw[3 % NW] & m, q8[P][0], q8[P][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) S[i] = __int2float_rn(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * qs0;
     };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const Tile& x, const float S[4], float c[4]) {
@@ -627,7 +658,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       } else {
         float S[4];
         constexpr std::integral_constant<bool, PROBE == 6> raw{};
-        scores(raw, x, S);
+        if constexpr (PROBE == 9) scores_u8(x, S);
+        else scores(raw, x, S);
         finish(raw, k, x, S);
       }
     };
@@ -635,13 +667,17 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     int ta = tbl(lane), tb = tbl(32 + lane);
     // early: the first STAGES tiles go out before the PDL wait unless one of them is the sequence's newest
     // (the page the previous kernel, the step's append, may have just demoted)
-    const bool pre = p.early && first + (min(STAGES, nmine) - 1) * NWARP < ntile - 1;
+    const bool pre = p.early && first + (min(STAGES, nmine) - 1) * step < ntile - 1;
     if (pre) {
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
     }
     if (p.early) pdl_begin();
     prep_q();
+    if (p.probe == 9) {  // q8 = 0 at run time (len >= 0), not at compile time
+#pragma unroll
+      for (int P = 0; P < 4; P++) q8[P][0] = q8[P][1] = qb[P % KS][0] & ((uint32_t)len >> 31);
+    }
     if (p.probe == 4 && __shfl_sync(0xffffffffu, qb[0][0] ^ (uint32_t)(ta + tb), 0) != 0x7fffffffu) return;
     if (!pre) {
 #pragma unroll
@@ -701,6 +737,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     else if (p.probe == 1) loop(std::integral_constant<int, 1>{});
     else if (p.probe == 6) loop(std::integral_constant<int, 6>{});
     else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
+    else if (p.probe == 9 && NW == 4) loop(std::integral_constant<int, 9>{});
     else loop(std::integral_constant<int, 0>{});
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
@@ -1258,11 +1295,41 @@ __global__ void read_floor_kernel(const uint4* __restrict__ src, int64_t n16, ui
   }
   if (x == 0x9E3779B9u) sink[0] = x;
 }
+// The same bytes read as one contiguous stream per warp (a probe of the DRAM access pattern, issue 7: does
+// reading many separate streams at once, as the decode kernel's splits do, cost more time or power than the
+// grid-wide sweep above?): warp w reads words [w per, (w + 1) per), 512 contiguous bytes per load
+// instruction, 8 in flight per lane.
+__global__ void read_streams_kernel(const uint4* __restrict__ src, int64_t n16, uint32_t* sink) {
+  const int64_t nwarp = (int64_t)gridDim.x * blockDim.x / 32;
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int64_t per = (n16 + 32 * nwarp - 1) / (32 * nwarp) * 32;
+  const int64_t hi = min(n16, (w + 1) * per);
+  int64_t i = w * per + (threadIdx.x & 31);
+  uint32_t x = 0;
+  for (; i + 7 * 32 < hi; i += 8 * 32) {
+    uint4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = __ldcs(src + i + 32 * j);
+#pragma unroll
+    for (int j = 0; j < 8; j++) x ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  for (; i < hi; i += 32) {
+    const uint4 v = __ldcs(src + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9E3779B9u) sink[0] = x;
+}
 }  // namespace
 
-extern "C" int oscar_read_floor(const void* src, int64_t n16, uint32_t* sink, int ctas, int threads, void* stream) {
-  read_floor_kernel<<<ctas, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
-      reinterpret_cast<const uint4*>(src), n16, sink);
+// pattern 0: grid-stride sweep (the read floor); 1: one contiguous stream per warp
+extern "C" int oscar_read_pattern(const void* src, int64_t n16, uint32_t* sink, int ctas, int threads, int pattern,
+                                  void* stream) {
+  if (pattern == 1)
+    read_streams_kernel<<<ctas, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+        reinterpret_cast<const uint4*>(src), n16, sink);
+  else
+    read_floor_kernel<<<ctas, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+        reinterpret_cast<const uint4*>(src), n16, sink);
   return (int)cudaGetLastError();
 }
 
