@@ -49,8 +49,8 @@ cfgs = {v: bench_decode.ours_config(v) for v in variants}
 plans = {v: DecodePlan(a.B, HQ, HKV, D, metas[0], "cuda", torch.bfloat16, c) for v, c in cfgs.items()}
 nbytes = int2_bytes(a.B, a.L)
 n16 = -(-nbytes // 16)
-bare = [m for m in modes if m < 0]
-bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda").random_(0, 256) for _ in range(copies_for(nbytes) if bare else 0)]
+bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda").random_(0, 256)
+        for _ in range(copies_for(nbytes) if {-1, -2} & set(modes) else 0)]  # random bytes (modes -1, -2 only)
 zeros = [torch.zeros(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -3 in modes else 0)]
 sink = torch.zeros(1, dtype=torch.int32, device="cuda")
 calls = [0]
