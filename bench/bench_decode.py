@@ -53,24 +53,22 @@ SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
-INTERLEAVE = False  # CudaDecodeConfig.interleave of our kernel (--interleave; "4i" in a variant list)
 
 
 def variant_spec(x):
-    """A kernel variant of a --*-variants list: "4" (contiguous split ranges unless --interleave) or "4i"
-    (interleaved tiles). Returns (variant, interleave)."""
+    """A kernel variant of a --*-variants list ("4"): its number."""
     x = str(x).strip()
-    if x.endswith("i") and x[:-1].isdigit():
-        return int(x[:-1]), True
     if x.isdigit():
-        return int(x), INTERLEAVE
-    raise ValueError(f"variant {x!r}: expected a variant number, optionally with the suffix i (interleaved tiles)")
+        return int(x)
+    raise ValueError(f"variant {x!r}: expected a variant number")
 
 
 def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
-    v, il = (None, INTERLEAVE) if var is None else variant_spec(var)
-    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, interleave=il, **kw)
+    v = None if var is None else variant_spec(var)
+    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, **kw)
+
+
 L2_BYTES = 60 << 20
 
 
@@ -217,7 +215,7 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
             else:
                 t = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)])
             if best is None or t < best[0]:
-                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant, interleave=cfg.interleave))
+                best = (t, dict(splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant))
         t, extra = best
     else:
         cfg = TritonDecodeConfig(ctas_per_sm=4)
@@ -410,7 +408,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, INTERLEAVE
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -423,8 +421,6 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
-    ap.add_argument("--interleave", action="store_true", help="CudaDecodeConfig.interleave=True for our kernel "
-                    "(variant lists also take e.g. 4i)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -451,7 +447,6 @@ def main():
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
-    INTERLEAVE = a.interleave
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -1,9 +1,9 @@
 """SM clock and board power while one INT2 decode call shape runs back to back, per kernel probe (device machine,
 repo root; issue 7: is the full kernel slower than max(loads only, math only) because it runs at lower clocks?):
 
-    python3 bench/clock_probe.py 131072 32 0,4,0i [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
+    python3 bench/clock_probe.py 131072 32 0,4 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
 
-Variants as in bench_decode (a suffix i: CudaDecodeConfig.interleave). For each probe mode (0 = full kernel, 1 = INT2
+Variants as in bench_decode. For each probe mode (0 = full kernel, 1 = INT2
 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers, 9 = K side as u8 x s8 MMAs; bare reads of the same number of bytes,
 264 CTAs x 1024 threads: -1 = bench_decode's read floor (one grid-stride sweep) over random bytes, -2 = one contiguous
 stream per warp over random bytes, -3 = the sweep over zero bytes) the call is replayed

@@ -81,7 +81,7 @@ def test_cuda_decode_randomized_shapes():
         kw = {}
         if i % 3 == 1:
             kw = dict(n_hp_splits=rnd.randint(1, 4), n_int2_splits=rnd.randint(1, 9))
-        kw["config"] = CudaDecodeConfig(variant=i % 8, l2_evict_first=(i + i // 8) % 2 == 1, interleave=i % 4 >= 2)
+        kw["config"] = CudaDecodeConfig(variant=i % 8, l2_evict_first=(i + i // 8) % 2 == 1)
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 
@@ -116,20 +116,6 @@ def test_cuda_decode_early_reads(variant):
         kw = dict(n_int2_splits=rnd.randint(1, 40)) if i % 2 else {}
         _decode_case(lens, rnd.choice([64, 128]), rnd.choice([1, 4, 8]), hkv=2, seed=300 + i,
                      config=CudaDecodeConfig(variant=variant, early_reads=True), **kw)
-
-
-@pytest.mark.parametrize("variant", [0, 4, 5])
-def test_cuda_decode_interleaved_tiles(variant):
-    """CudaDecodeConfig.interleave (tile s + n_int2 (w + warps k) of split s, warp w): the partial last tile in
-    any split and warp, more splits than tiles (empty splits), mixed lengths, early reads (the newest tile is
-    then in a different split for every length)."""
-    rnd = random.Random(11)
-    for i in range(6):
-        lens = [rnd.choice([1, 17, 351, 352, 353, rnd.randint(1, 9000)]) for _ in range(rnd.choice([1, 2, 5]))]
-        kw = dict(n_int2_splits=rnd.randint(1, 60)) if i % 2 else {}
-        _decode_case(lens, rnd.choice([64, 128]), rnd.choice([1, 2, 4, 8]), hkv=2, seed=700 + i,
-                     config=CudaDecodeConfig(variant=variant, interleave=True, early_reads=i % 3 == 0), **kw)
-    _decode_case([131072 // 2 + 5], 128, 4, hkv=2, seed=710, config=CudaDecodeConfig(variant=variant, interleave=True))
 
 
 @pytest.mark.parametrize("variant", [0, 4, 5])

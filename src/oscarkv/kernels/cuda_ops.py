@@ -87,7 +87,7 @@ class _DecodeParams(ctypes.Structure):
         ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
-        ("l2_evict_first", ctypes.c_int), ("interleave", ctypes.c_int),
+        ("l2_evict_first", ctypes.c_int),
     ]
 
 
@@ -239,10 +239,6 @@ class CudaDecodeConfig:
                      and the lines it would evict, e.g. the model's weights, stay): H200, ninth session, the
                      loads alone 14% faster at 128K batch 32 (760 -> 656 us), the full call 1-3% faster at
                      every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
-    interleave:      INT2 tile k of warp w of split s is the sequence's tile s + n_int2 (w + warps k) instead of
-                     split s taking one contiguous range of tiles: all splits of a sequence then read
-                     neighbouring blocks at any moment (tenth session: measured against the contiguous ranges
-                     for time and board power, BENCHMARKS.md). Results are equal up to float summation order.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -251,7 +247,6 @@ class CudaDecodeConfig:
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
-    interleave: bool = False
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
@@ -364,7 +359,7 @@ class DecodePlan:
             self.o_part.data_ptr(), self.lse_part.data_ptr(), self.counters.data_ptr(),
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
-            int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first), int(self.config.interleave),
+            int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

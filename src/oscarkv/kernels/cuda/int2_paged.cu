@@ -71,8 +71,6 @@ struct DecodeParams {
              // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory), 9 = the K side as
              // u8 x s8 MMAs (timing stand-in; head_dim 128, else as 0)
   int l2_evict_first;  // 1: the INT2 records are loaded with the L2 evict-first policy (CudaDecodeConfig)
-  int interleave;  // 1: INT2 tile k of warp w of split s is tile s + n_int2 (w + NWARP k) (all splits of a
-                   // sequence sweep its blocks together); 0: split s takes one contiguous range (CudaDecodeConfig)
 };
 
 struct AppendParams {
@@ -464,13 +462,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + p.n_int2 - 1) / p.n_int2;
     const int32_t* table = p.int2_table + b * p.int2_table_s;
-    // this warp's tiles: first, first + step, ... below t1; contiguous: split sp_ takes tiles [t0, t1), its warps
-    // every NWARP-th; interleaved: tile s + n_int2 (w + NWARP k), so at any moment all splits of a sequence
-    // read neighbouring blocks (DRAM locality; the merge does not depend on which split holds which tile)
-    const bool il = p.interleave != 0;
-    const int t0 = il ? 0 : sp_ * per, t1 = il ? ntile : min(t0 + per, ntile);
-    const int first = t0 + (il ? sp_ + p.n_int2 * warp : warp);
-    const int step = il ? p.n_int2 * NWARP : NWARP;
+    // this warp's tiles: split sp_ takes tiles [t0, t1), its warps every NWARP-th from first (interleaving the
+    // splits' tiles instead was measured to gain nothing, tenth session)
+    const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
+    const int first = t0 + warp;
+    constexpr int step = NWARP;
     const int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp
     // the sequence's last tile is partial when len % 16 != 0: its local index in this warp, else -1
     const int lastt = ntile - 1;
