@@ -191,7 +191,7 @@ def make_mixed(B, L, R, dev, layout, sequential=None):
 
 
 # ------------------------------------------------------------------------------------------- methods
-PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only", 9: "k_u8_standin"}  # DecodePlan.run's INT2-loop probes that --probe times
+PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only"}  # DecodePlan.run's INT2-loop probes that --probe times
 
 
 def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
@@ -429,7 +429,7 @@ def main():
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
                     "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
-                    "loads as plain loads into registers, 9 = the K side as u8 x s8 MMAs (timing stand-in)")
+                    "loads as plain loads into registers")
     ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "

@@ -4,7 +4,7 @@ repo root; issue 7: is the full kernel slower than max(loads only, math only) be
     python3 bench/clock_probe.py 131072 32 0,4 [--modes 0,1,7] [--seconds 4] [--sequential] [--no-evict-first]
 
 Variants as in bench_decode. For each probe mode (0 = full kernel, 1 = INT2
-loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers, 9 = K side as u8 x s8 MMAs; bare reads of the same number of bytes,
+loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; bare reads of the same number of bytes,
 264 CTAs x 1024 threads: -1 = bench_decode's read floor (one grid-stride sweep) over random bytes, -2 = one contiguous
 stream per warp over random bytes, -3 = the sweep over zero bytes) the call is replayed
 for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the

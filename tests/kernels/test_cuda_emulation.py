@@ -1,13 +1,15 @@
 """Lane-by-lane emulation of the CUDA INT2 decode loop (``cuda/int2_paged.cu``, INT2 tier of one warp) on CPU.
 
 CI has no GPU, so this test replays what the kernel computes, register by register, for one warp: the
-tile16 words as lanes load them, the LOP3 unpacking under the fp16 exponent of 1024 (no float math on
-codes), the mma.m16n8k16 fragment layouts (PTX ISA), movmatrix, the -Qoff start of the score chain, the
-slack softmax with its warp-uniform slow path (mask, rescale; the V offset folded after each 32-tile chunk), the
-l / sum p z MMA and the 1024 sum p' MMA, and the epilogue's 4^-P per output row. It checks the result
-against plain float64 attention over the dequantized tokens. A wrong bit position, fragment index or
-algebra term shows up as an O(1) error; the tolerance (2e-3 relative) is the fp16 rounding of p, p' and q.
-MMAs are emulated in float64 (exact products, one rounding to fp32 per MMA).
+tile16 words as lanes load them, the int8 query and its per-head step, the K side's in-place masks and
+u8 x s8 MMAs (mma.m16n8k32 / m16n8k16 integer fragment layouts, PTX ISA) joined as 64 r0 + 16 r1 + 4 r2 + r3,
+the V side's LOP3 unpacking under the fp16 exponent of 1024 (no float math on codes), the fp16 mma.m16n8k16
+fragments, movmatrix, the slack softmax with its warp-uniform slow path (mask, rescale; the V offset folded
+after each 32-tile chunk), the l / sum p z MMA and the 1024 sum p' MMA, and the epilogue's 4^-P per output
+row. It checks the result against plain float64 attention over the dequantized tokens with the int8 query
+(reference.int8_query) on them. A wrong bit position, fragment index or algebra term shows up as an O(1)
+error; the tolerance (2e-3 relative) is the fp16 rounding of p and p'. Float MMAs are emulated in float64
+(exact products, one rounding to fp32 per MMA), integer MMAs exactly.
 """
 
 import math
@@ -16,6 +18,7 @@ import pytest
 import torch
 
 from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
+from oscarkv.kernels.reference import int8_query
 from oscarkv.quant import pack_codes
 
 K_SLACK, K_FLUSH = 4.0, 32  # as in int2_paged.cu (the V offset is folded after each 32-tile chunk)
@@ -99,6 +102,27 @@ def mma(a, b, c):
     return matrix_to_c(a_matrix(*a) @ b_matrix(*b) + c_to_matrix(c))
 
 
+def bytes_of(reg):
+    """uint32 (int64 tensor) -> [32, 4] its bytes, byte j at bits 8j."""
+    return torch.stack([(reg >> (8 * j)) & 0xFF for j in range(4)], -1)
+
+
+def imma(a, b):
+    """u8 x s8 -> s32 MMA from zero: a = (a0, a1[, a2, a3]) A fragments (row g / g + 8, cols 4t + j [+ 16]), b =
+    (b0[, b1]) B fragments (rows 4t + j [+ 16], col g): m16n8k32 with four A registers, m16n8k16 with two."""
+    k = 16 * len(b)
+    A = torch.zeros(16, k, dtype=torch.int64)
+    B = torch.zeros(k, 8, dtype=torch.int64)
+    cols = 4 * T_OF[:, None] + torch.arange(4)[None]  # [32, 4]
+    for i, reg in enumerate(a):
+        A[(G_OF + 8 * (i & 1))[:, None], cols + 16 * (i >> 1)] = bytes_of(reg)
+    for i, reg in enumerate(b):
+        sb = bytes_of(reg)
+        B[cols + 16 * i, G_OF[:, None]] = torch.where(sb > 127, sb - 256, sb)
+    C = A @ B
+    return [C[G_OF, 2 * T_OF], C[G_OF, 2 * T_OF + 1], C[G_OF + 8, 2 * T_OF], C[G_OF + 8, 2 * T_OF + 1]]
+
+
 def movmatrix_t(x):
     """movmatrix.m8n8.trans.b16: lane (g, t) holds row g, cols 2t, 2t+1 -> the same of the transpose."""
     lo, hi = halves(x)
@@ -162,28 +186,26 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
     G, D = q.shape
     KS, NW = D // 16, D // 32
     g, t = G_OF, T_OF
-    # ---- prologue: B' = fp16(q * scale_log2 * 4^-P), Qoff, sum q'
-    qb = [[None, None] for _ in range(KS)]
-    qoff = torch.zeros(32)
-    qsum = torch.zeros(32)
+    # ---- prologue: int8 q per head, B operands of the MMA of field P (register r, byte j = dim (D/4) P + 16 r
+    # + 4t + j of head g), sigma / 64 and sum q' of heads 2t, 2t + 1
+    QR = D // 64
     qrow = torch.zeros(32, D)
     valid_g = g < G
     qrow[valid_g] = q[g[valid_g]]
-    for kk in range(KS):
-        for hh in range(2):
-            d0 = 16 * kk + 2 * t + 8 * hh
-            lo = qrow[LANES, d0] * scale_log2
-            hi = qrow[LANES, d0 + 1] * scale_log2
-            f = 1.0 / float(1 << (2 * (1 + hh + 2 * (kk & 1))))
-            v = pack(lo * f, hi * f)
-            qb[kk][hh] = v
-            blo, bhi = halves(v)
-            qoff = qoff + 1024.0 * (blo + bhi)
-            qsum = qsum + (blo + bhi) / f
-    qoff = xor_reduce(qoff, torch.add, (1, 2))
-    qsum = xor_reduce(qsum, torch.add, (1, 2))
-    nq = [-shfl(qoff, 8 * t), -shfl(qoff, 8 * t + 4), -shfl(qoff, 8 * t), -shfl(qoff, 8 * t + 4)]
+    x = qrow * scale_log2
+    amax = x.abs().amax(-1)  # lanes (g, *) hold head g: the kernel's 2-step shuffle reduction over t
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    q8i = torch.round(x * inv[:, None]).to(torch.int64)  # [32 lanes, D]
+    q8 = [[None] * QR for _ in range(4)]
+    for P in range(4):
+        for r in range(QR):
+            dims = (D // 4) * P + 16 * r + 4 * t[:, None] + torch.arange(4)[None]
+            by = q8i.gather(1, dims) & 0xFF
+            q8[P][r] = by[:, 0] | (by[:, 1] << 8) | (by[:, 2] << 16) | (by[:, 3] << 24)
+    sig = amax / 127.0
+    qsum = sig * q8i.sum(-1).float()
     qs0, qs1 = shfl(qsum, 8 * t), shfl(qsum, 8 * t + 4)
+    sg0, sg1 = shfl(sig / 64.0, 8 * t), shfl(sig / 64.0, 8 * t + 4)
     acc = [[torch.zeros(32) for _ in range(4)] for _ in range(KS)]
     sp = [torch.zeros(32) for _ in range(4)]
     lz = [torch.zeros(32) for _ in range(4)]
@@ -197,16 +219,13 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2):
 
     for k in range(ntile):
         kw, vw, ksc, kzr, (vs_a, vs_b), (vz_a, vz_b) = ring_tile(pool, int(table[k]), kvh, D)
-        s0 = s1 = None
-        for w in range(NW):
-            a = unpack8(kw[w])
-            c0 = nq if w == 0 else s0
-            c1 = [torch.zeros(32)] * 4 if w == 0 else s1
-            s0 = mma((a[0], a[4], a[1], a[5]), (qb[2 * w][0], qb[2 * w][1]), c0)
-            s1 = mma((a[2], a[6], a[3], a[7]), (qb[2 * w + 1][0], qb[2 * w + 1][1]), c1)
+        r = []
+        for P in range(4):  # the K side: codes masked in place (bytes = 4^P c), one integer MMA per field P
+            m = 0x03030303 << (2 * P)
+            r.append(imma([kw[w] & m for w in range(NW)], q8[P]))
         ks0, ks1 = halves(ksc)
         kz0, kz1 = halves(kzr)
-        S = [f32(s0[i] + s1[i]) for i in range(4)]
+        S = [f32(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (sg1 if i & 1 else sg0) for i in range(4)]
         e = [ks0 * S[0] + (kz0 * qs0 - m0), ks0 * S[1] + (kz0 * qs1 - m1),
              ks1 * S[2] + (kz1 * qs0 - m0), ks1 * S[3] + (kz1 * qs1 - m1)]
         if k == partial_k or bool(torch.stack([x > K_SLACK for x in e]).any()):
@@ -275,11 +294,11 @@ def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale):
     vz = (torch.randn(nblk, 16, generator=gen)).half()
     q = (torch.randn(G, d, generator=gen) * logit_scale).bfloat16().float()
     sm_scale = d**-0.5
-    # reference: float64 attention over the dequantized tokens
+    # reference: float64 attention over the dequantized tokens, with the kernel's int8 query
     K = ks.double()[..., None] * codes_k.double() + kz.double()[..., None]
     V = vs.double()[..., None] * codes_v.double() + vz.double()[..., None]
     K, V = K.reshape(-1, d)[:length], V.reshape(-1, d)[:length]
-    ref = torch.softmax(q.double() @ K.t() * sm_scale, -1) @ V
+    ref = torch.softmax(int8_query(q, sm_scale).double() @ K.t() * sm_scale, -1) @ V
     # a tile16 pool with 2 KV heads and shuffled blocks; the sequence lives on head 1
     nb = nblk + 3
     table = torch.randperm(nb, generator=gen)[:nblk]

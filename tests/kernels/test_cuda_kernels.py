@@ -1,11 +1,12 @@
 """CUDA kernels (tile16 pool) against the torch reference: GPU only (skipped without CUDA).
 
 Tolerances. Append: bit-for-bit equal to ``write_kv_torch`` (same fp32 arithmetic, exact clip threshold).
-Decode: K and V codes are exact fp16 MMA operands (1024 + 4^P c) with fp32 accumulation; the rounding comes
-from q * scale * 4^-P and p * scale in fp16 (11-bit mantissa), the fp32 cancellation of the 1024 offsets
-(~1e-4, see tests/kernels/test_cuda_emulation.py) for the INT2 tier, p in bf16 for the BF16 tier and the
-bf16 output, so the bound is 8e-3 in relative norm against the float64 reference (bf16 output rounding
-alone is ~3e-3).
+Decode: the INT2 tier's K side is exact integer MMAs of u8 codes and int8 q (the reference rounds q the same
+way: ``int8_int2_query=True``, reference.int8_query), its V side exact fp16 MMA operands (1024 + 4^P c) with
+fp32 accumulation; the rounding comes from p * scale in fp16 (11-bit mantissa), the fp32 cancellation of
+the V side's 1024 offsets (~1e-4, see tests/kernels/test_cuda_emulation.py), p in bf16 for the BF16 tier
+and the bf16 output, so the bound is 8e-3 in relative norm against the float64 reference (bf16 output
+rounding alone is ~3e-3).
 """
 
 import random
@@ -53,7 +54,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     meta = cache.metadata(ids, device="cuda")
     g = torch.Generator().manual_seed(seed)
     q = (torch.randn(len(lens), hkv * G, d, generator=g) * 2).to("cuda", dtype)
-    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
     plan = DecodePlan(len(lens), hkv * G, hkv, d, meta, "cuda", dtype, **plan_kw)
     out = decode_attention(q, pool, meta, plan=plan)
     torch.cuda.synchronize()
@@ -173,7 +174,7 @@ def test_cuda_decode_in_a_cuda_graph():
     q.copy_(torch.randn_like(q))
     g.replay()
     torch.cuda.synchronize()
-    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+    ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
     assert rel_err(out, ref) < 8e-3 and not torch.equal(out, expect)
 
 
@@ -222,7 +223,6 @@ def test_cuda_programmatic_dependent_launch():
         cuda_ops.USE_PDL = old
 
 
-
 def test_cuda_append_then_early_decode_each_step():
     """The paged cache's decode step: append (a page demoted every 16 steps) immediately followed by the decode
     kernel with early_reads under PDL, so that the decode's pre-wait reads race the append if they ever touched
@@ -240,5 +240,5 @@ def test_cuda_append_then_early_decode_each_step():
         plan = DecodePlan(len(lens), 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(early_reads=True))
         write_kv(pool, k, v, wplan, backend="cuda")
         out = decode_attention(q, pool, meta, plan=plan)  # right after the append kernel, PDL on
-        ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
+        ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
         assert rel_err(out, ref) < 8e-3, step

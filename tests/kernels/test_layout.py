@@ -38,61 +38,74 @@ def test_tile16_transform_is_a_bijection(d, which):
 
 
 def test_tile16_fragment_order_by_hand():
-    """Lane 5 (g=1, t=1), word 0: bits 2-3 = K code of token 1, dim 2; bits 18-19 = token 1, dim 3;
-    bits 10-11 (second read variant, the word rotated right by 8) = token 9, dim 2."""
+    """d = 64, lane 5 (g=1, t=1) owns bytes [40, 48). K: word 0 byte j field P = token 1, dim 16P + 4 + j; word 1
+    = token 9. V: word 0 bits 2-3 (read as is, half 0, P=1) = token 2t = 2, dim g = 1."""
     d = 64
-    codes = torch.zeros(16, d, dtype=torch.uint8)
-    codes[1, 2], codes[1, 3], codes[9, 2] = 1, 2, 3
     from oscarkv.quant import pack_codes
 
+    codes = torch.zeros(16, d, dtype=torch.uint8)
+    codes[1, 4], codes[1, 39], codes[9, 5] = 1, 2, 3  # (w0 j0 P0), (w0 j3 P2), (w1 j1 P0)
     t = codes_to_tile16(pack_codes(codes, 2), "k").flatten()
-    word = int.from_bytes(bytes(t[5 * 8 : 5 * 8 + 4].tolist()), "little")  # lane 5 owns bytes [40, 48) at d=64
-    assert (word >> 2) & 3 == 1 and (word >> 18) & 3 == 2 and (word >> 10) & 3 == 3
+    w0, w1 = (int.from_bytes(bytes(t[40 + 4 * w : 44 + 4 * w].tolist()), "little") for w in range(2))
+    assert w0 & 3 == 1 and (w0 >> 28) & 3 == 2 and (w1 >> 8) & 3 == 3
+    assert bin(w0).count("1") == 2 and bin(w1).count("1") == 2
+    codes = torch.zeros(16, d, dtype=torch.uint8)
+    codes[2, 1] = 2
+    t = codes_to_tile16(pack_codes(codes, 2), "v").flatten()
+    assert int.from_bytes(bytes(t[40:44].tolist()), "little") == 2 << 2
 
 
 @pytest.mark.parametrize("d", [64, 128])
-def test_tile16_code_weight_depends_on_head_dim_only(d):
-    """The kernel's fp16 operand of a field is 1024 + 4^P c with P fixed by the field's bit position; the
-    layout must give every field of one head_dim index the same P (so 4^-P folds into q / the output row)."""
+def test_tile16_code_weights_follow_head_dim(d):
+    """V: the kernel's fp16 operand of a field is 1024 + 4^P c with P fixed by the field's bit position, and
+    every field of one head_dim index has the same P (4^-P is undone per output row). K: field P of a byte (the
+    u8 operand 4^P c once masked) holds the dims [(d/4) P, (d/4)(P + 1)) that the MMA of P multiplies."""
     from oscarkv.kernels.layout import _bit, code_weight_exponent
 
     where = {_bit(s, e, P) // 2: P for s in range(2) for e in range(2) for P in range(1, 5)}
     assert sorted(where) == list(range(16))
-    for fmap in _field_maps(d):
-        for f, flat in enumerate(fmap.tolist()):
-            assert where[f % 16] == code_weight_exponent(flat % d)
+    k_map, v_map = _field_maps(d)
+    for f, flat in enumerate(v_map.tolist()):
+        assert where[f % 16] == code_weight_exponent(flat % d)
+    for f, flat in enumerate(k_map.tolist()):
+        assert (flat % d) // (d // 4) == f % 4
 
 
 def _emulate_unpack(word: int, s: int, e: int, P: int) -> int:
-    """What the kernel computes: (word rotated right by 8 s) & (3 << 2P) in half e, ORed under 0x6400."""
+    """What the kernel computes on the V side: (word rotated right by 8 s) & (3 << 2P) in half e, ORed under
+    0x6400; returns the fp16 value minus 1024."""
     w = word if s == 0 else ((word >> 8) | (word << 24)) & 0xFFFFFFFF
     half = (w >> (16 * e)) & 0xFFFF
-    return ((half >> (2 * P)) & 3) * 4**P  # fp16 value minus 1024
+    return ((half >> (2 * P)) & 3) * 4**P
 
 
-def test_tile16_emulated_kernel_unpack_reads_the_right_codes():
-    d = 128
+@pytest.mark.parametrize("d", [64, 128])
+def test_tile16_emulated_kernel_operands_read_the_right_codes(d):
     g = torch.Generator().manual_seed(3)
     plain = torch.randint(0, 4, (16, d), generator=g, dtype=torch.uint8)
     from oscarkv.kernels.layout import code_weight_exponent
     from oscarkv.quant import pack_codes
 
-    for which in ("k", "v"):
-        t = codes_to_tile16(pack_codes(plain, 2), which).flatten()
-        for lane in (0, 5, 18, 31):
-            gg, tt = lane >> 2, lane & 3
-            for w in range(d // 32):
-                word = int.from_bytes(bytes(t[(lane * 4 + w) * 4 : (lane * 4 + w) * 4 + 4].tolist()), "little")
-                for s in range(2):
-                    for e in range(2):
-                        for P in range(1, 5):
-                            u, x = (P - 1) >> 1, (P - 1) & 1
-                            if which == "k":
-                                tok, dim = gg + 8 * s, 16 * (2 * w + u) + 8 * x + 2 * tt + e
-                            else:
-                                tok, dim = 2 * tt + 8 * s + e, 16 * (2 * w + u) + 8 * x + gg
-                            assert code_weight_exponent(dim) == P
-                            assert _emulate_unpack(word, s, e, P) == int(plain[tok, dim]) * 4**P
+    nw = d // 32
+    kt = codes_to_tile16(pack_codes(plain, 2), "k").flatten()
+    vt = codes_to_tile16(pack_codes(plain, 2), "v").flatten()
+    word = lambda t, lane, w: int.from_bytes(bytes(t[(lane * nw + w) * 4 : (lane * nw + w) * 4 + 4].tolist()), "little")  # noqa: E731
+    for lane in (0, 5, 18, 31):
+        gg, tt = lane >> 2, lane & 3
+        for w in range(nw):
+            kw, vw = word(kt, lane, w), word(vt, lane, w)
+            for P in range(4):  # K: the u8 operand bytes of the MMA of field P (word & 0x03030303 << 2P)
+                masked = kw & (0x03030303 << (2 * P))
+                for j in range(4):
+                    tok, dim = gg + 8 * (w & 1), (d // 4) * P + 16 * (w >> 1) + 4 * tt + j
+                    assert (masked >> (8 * j)) & 0xFF == int(plain[tok, dim]) * 4**P
+            for s in range(2):
+                for e in range(2):
+                    for P in range(1, 5):
+                        u, x = (P - 1) >> 1, (P - 1) & 1
+                        tok, dim = 2 * tt + 8 * s + e, 16 * (2 * w + u) + 8 * x + gg
+                        assert code_weight_exponent(dim) == P
+                        assert _emulate_unpack(vw, s, e, P) == int(plain[tok, dim]) * 4**P
 
 
 def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0):

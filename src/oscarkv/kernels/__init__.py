@@ -163,6 +163,11 @@ def decode_attention(
     ``config`` is the chosen kernel's typed config. ``legacy_tuning`` (old ``**tuning`` keywords) builds a
     ``TritonDecodeConfig`` for old callers.
 
+    Precision: the CUDA kernel scores the INT2 history with q rounded to int8 per head (step absmax / 127,
+    ``reference.int8_query``; an output error of ~1% of the attention output, a few percent of what the
+    INT2 cache itself costs: tests/kernels/test_paged.py); the sink / recent window and the other backends
+    use q as given.
+
     ``validate=True`` first checks ``meta`` against ``pool`` and ``q`` (``checks.check_decode_meta``: block
     ids in range, no block read by two sequences, lengths within the tables): one device sync, for tables
     built by other code; off by default so the decode step is unchanged. Ownership against a

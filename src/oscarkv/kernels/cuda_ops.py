@@ -335,8 +335,7 @@ class DecodePlan:
         grid's launch floor), 3 skips the merge (returns after the partial writes), 4 returns after the
         prologue (q, lengths, first block ids), 5 after the tile loop (no epilogue), 6 leaves out the
         code unpack (the MMAs take the raw code words), 7 the INT2 loads after the first ring fill (math only),
-        8 times probe 1's loads as plain loads into registers (no shared memory), 9 runs the K side as u8 x s8
-        MMAs (a timing stand-in for 8-bit K operands; head_dim 128)."""
+        8 times probe 1's loads as plain loads into registers (no shared memory)."""
         B, HQ, D = q.shape
         if (B, HQ, D) != (self.batch, self.hq, self.d) or pool.num_kv_heads != self.hkv:
             raise ValueError(f"q {tuple(q.shape)} / pool heads {pool.num_kv_heads} do not match the plan "

@@ -6,19 +6,28 @@ format. Torch implementation of the transform both ways (CPU and GPU), used by t
 tests and ``convert_pool``; the CUDA append kernel writes tile16 directly and is tested against it.
 
 tile16 (block_size 16, one scale group per row): the 16 x d codes of one (block, head) are stored so that
-lane l of a warp loads its mma.m16n8k16 A fragments for the whole tile with one 128-bit (d=128) or 64-bit
-(d=64) load, and turns them into fp16 operands with one LOP3 per register and no float arithmetic. Lane l
-(g = l >> 2, t = l & 3) owns 32-bit words [l * d/32, (l + 1) * d/32). The kernel reads word w in two ways,
-s = 0 (as is) and s = 1 (rotated right by 8 bits); in each 16-bit half e of either, field position
-P = 1..4 (bits 2P, 2P+1 of the half) ORed under the fp16 exponent of 1024 is the exact value 1024 + 4^P c.
-So the 2-bit field (s, e, P) of word w sits at bit 16e + 2P (s = 0), 8 + 2P (s = 1, e = 0) or
-(24 + 2P) mod 32 (s = 1, e = 1), and with u = (P - 1) >> 1, x = (P - 1) & 1 it holds
+lane l of a warp loads its MMA A fragments of the whole tile with one 128-bit (d=128) or 64-bit (d=64) load
+and turns them into operands with one LOP3 per register and no float arithmetic. Lane l (g = l >> 2,
+t = l & 3) owns 32-bit words [l * d/32, (l + 1) * d/32); 2-bit field f of the block sits at byte f // 4,
+bits 2 (f % 4).
 
-    K codes:  token = g + 8 s,          dim = 16 (2w + u) + 8 x + 2t + e   (A = K, tokens on M)
+K (u8 operands of mma.m16n8k32 for d = 128, m16n8k16 for d = 64, against int8 q): byte j of word w holds
+four fields P = 0..3 (bits 2P, 2P+1); masked in place the byte is 4^P c, and
+
+    K codes:  token = g + 8 (w & 1),    dim = (d/4) P + 16 (w >> 1) + 4t + j
+
+so one MMA per P covers dims [(d/4) P, (d/4)(P + 1)) of all 16 tokens (tokens on M, head_dim on K).
+
+V (fp16 operands of mma.m16n8k16): the kernel reads word w in two ways, s = 0 (as is) and s = 1 (rotated
+right by 8 bits); in each 16-bit half e of either, field position P = 1..4 (bits 2P, 2P+1 of the half) ORed
+under the fp16 exponent of 1024 is the exact value 1024 + 4^P c. So the 2-bit field (s, e, P) of word w sits
+at bit 16e + 2P (s = 0), 8 + 2P (s = 1, e = 0) or (24 + 2P) mod 32 (s = 1, e = 1), and with u = (P - 1) >> 1,
+x = (P - 1) & 1 it holds
+
     V codes:  token = 2t + 8 s + e,     dim = 16 (2w + u) + 8 x + g        (A = V^T, head_dim on M)
 
-In both, P = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1) depends on the head_dim index only: the kernel folds
-4^-P into q (K) or into the output rows (V) and carries the 1024 offset algebraically (issue 7).
+P = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1) depends on the head_dim index only: the kernel undoes 4^-P per
+output row and carries the 1024 offset algebraically (issue 7).
 
 K scale / zero rows are stored in token order 0, 8, 1, 9, ..., 7, 15 (lane g reads tokens g and g + 8 as
 one 32-bit pair); V scale / zero rows in order 0, 1, 8, 9, 2, 3, 10, 11, ... (lane t reads tokens 2t, 2t+1,
@@ -39,7 +48,7 @@ LAYOUTS = ("logical", "tile16")
 
 
 def _bit(s: int, e: int, P: int) -> int:
-    """Bit of the 2-bit field (read variant s, half e, position P = 1..4) in a tile16 word."""
+    """Bit of the V-side 2-bit field (read variant s, half e, position P = 1..4) in a tile16 word."""
     if s == 0:
         return 16 * e + 2 * P
     return 8 + 2 * P if e == 0 else (24 + 2 * P) % 32
@@ -55,19 +64,21 @@ def _field_maps(d: int):
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         for w in range(nw):
+            for j in range(4):
+                for P in range(4):
+                    k_map[(lane * nw + w) * 16 + 4 * j + P] = (g + 8 * (w & 1)) * d + (d // 4) * P + 16 * (w >> 1) + 4 * t + j
             for s in range(2):
                 for e in range(2):
                     for P in range(1, 5):
                         u, x = (P - 1) >> 1, (P - 1) & 1
                         f = (lane * nw + w) * 16 + _bit(s, e, P) // 2
-                        k_map[f] = (g + 8 * s) * d + 16 * (2 * w + u) + 8 * x + 2 * t + e
                         v_map[f] = (2 * t + 8 * s + e) * d + 16 * (2 * w + u) + 8 * x + g
     mk = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
     return mk(k_map), mk(v_map)
 
 
 def code_weight_exponent(dim: int) -> int:
-    """P of a head_dim index: the kernel's fp16 operand of code c at this dim is 1024 + 4^P c."""
+    """P of a head_dim index on the V side: the kernel's fp16 operand of code c at this dim is 1024 + 4^P c."""
     return 1 + ((dim >> 3) & 1) + 2 * ((dim >> 4) & 1)
 
 

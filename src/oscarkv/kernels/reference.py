@@ -114,17 +114,39 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, m
     return torch.einsum("hqk,khd->qhd", p, vv)
 
 
+def int8_query(q: torch.Tensor, sm_scale: float) -> torch.Tensor:
+    """The query the CUDA kernel's INT2 tier attends with (cuda/int2_paged.cu, prep_q): per query head, x = q *
+    sm_scale * log2(e) in fp32 rounded to int8 with step absmax(x) / 127; returned dequantized, in q's units
+    (float32, same shape). The BF16 sink / recent tier keeps q as given."""
+    x = q.float() * float(sm_scale * 1.4426950408889634)
+    amax = x.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    return torch.round(x * inv) * (amax / 127.0) / float(sm_scale * 1.4426950408889634)
+
+
 def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float | None = None,
-                           compute_dtype=torch.float32) -> torch.Tensor:
+                           compute_dtype=torch.float32, int8_int2_query: bool = False) -> torch.Tensor:
     """Full-precision softmax attention of single-token queries over the dequantized paged cache.
 
     q ``[batch, num_q_heads, head_dim]`` (already rotated by R_K); returns ``[batch, num_q_heads, head_dim]``
     in rotated V space, fp32 (``compute_dtype`` float64 gives the tight reference for tests).
+    ``int8_int2_query``: the scores of the INT2 history use ``int8_query(q)``, as the CUDA kernel does (the
+    reference its tests compare against); the sink / recent scores use q itself.
     """
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     out = torch.empty(q.shape, dtype=compute_dtype, device=q.device)
+    q8 = int8_query(q, sm_scale) if int8_int2_query else None
     for b in range(q.shape[0]):
         k, v = gather_sequence(pool, meta, b, dtype=compute_dtype)
-        out[b] = attend(q[b : b + 1].to(compute_dtype), k, v, sm_scale)[0]
+        qb = q[b : b + 1].to(compute_dtype)
+        if q8 is None or k.shape[0] == 0:
+            out[b] = attend(qb, k, v, sm_scale)[0]
+            continue
+        # [hp | int2] keys (gather_sequence's order): score each part with its own query, one softmax
+        hl, g = int(meta.hp_lens[b]), q.shape[1] // k.shape[1]
+        kk = k.repeat_interleave(g, dim=1)
+        s = torch.cat([torch.einsum("qhd,khd->hqk", qb, kk[:hl]),
+                       torch.einsum("qhd,khd->hqk", q8[b : b + 1].to(compute_dtype), kk[hl:])], -1) * sm_scale
+        out[b] = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v.repeat_interleave(g, dim=1))[0]
     return out
 
