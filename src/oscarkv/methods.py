@@ -75,6 +75,7 @@ ClipMode = Literal["fitted", "default", "off"]  # fitted: from the rotation file
 Levels = Literal["uniform", "lloyd-max"]  # lloyd-max: levels from the rotation file
 CenterMode = Literal["off", "on", "auto"]  # auto: centered iff the rotation file has calibrated means
 KeyScale = Literal["any", "on", "off"]  # on / off: require a file with / without the key rescale
+QueryMode = Literal["exact", "int8"]  # int8: scores of the INT2 history with q rounded as the CUDA kernel does
 ScaleDtype = Literal["float16", "bfloat16", "float32"]
 
 CLIP_MODES = typing.get_args(ClipMode)
@@ -99,6 +100,9 @@ class KVMethod:
     center: CenterMode = "off"  # subtract the calibrated mu_K / mu_V (rotation/centering.py)
     key_scale: KeyScale = "any"  # a label check on the rotation file (oscar-plus ablation rows)
     page: int = 16  # demotion page B of the window rule (1 = demote every token as it leaves the window)
+    # "int8" (suffix "+q8"): evaluation ablation of the CUDA decode kernel's precision: the quantized history is
+    # scored with q rounded to int8 per head (kernels/reference.int8_query); eval/banded.py only
+    query: QueryMode = "exact"
 
     def __post_init__(self):
         _check_fields(self)
@@ -369,7 +373,7 @@ TUNABLE = {
     "oscar-plus": ("clip", "center"),
 }
 _SUFFIXES = {"+center": ("center", "on"), "+nocenter": ("center", "off"),
-             "+keyscale": ("key_scale", "on"), "+nokeyscale": ("key_scale", "off")}
+             "+keyscale": ("key_scale", "on"), "+nokeyscale": ("key_scale", "off"), "+q8": ("query", "int8")}
 
 
 def make_method(
@@ -384,8 +388,9 @@ def make_method(
     center: str | None = None,
 ) -> KVMethod:
     """``METHODS[name]`` with shared window/group settings. ``name`` may end in "+center" / "+nocenter"
-    (centering on / off) and "+keyscale" / "+nokeyscale" (calibrated methods: insist on a file with /
-    without the key rescale), e.g. ``oscar+center``; the method keeps that label as its name.
+    (centering on / off), "+keyscale" / "+nokeyscale" (calibrated methods: insist on a file with /
+    without the key rescale) and "+q8" (the INT2 history scored with an int8 query, as the CUDA decode
+    kernel does; evaluation only), e.g. ``oscar+center``; the method keeps that label as its name.
     ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if clip is not None and clip not in CLIP_MODES:
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
@@ -415,10 +420,13 @@ def make_method(
         raise InputError(f"method {name!r} does not support centering")
     if "key_scale" in over and m.rotation != "calibrated":
         raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+    if "query" in over and (not m.quantized or m.per_channel_keys):
+        raise InputError(f"+q8 (the CUDA kernel's int8 query) applies to token-wise quantized methods "
+                         f"(naive, hadamard, int4, oscar, oscar-plus), not {name!r}")
     given = {"clip": clip, "levels": levels, "center": center}
     tuned = {k: v for k, v in given.items() if k in TUNABLE[name] and v is not None}
     m = replace(m, sink=sink, recent=recent, group_size=group_size, scale_dtype=scale_dtype, page=page,
-                key_scale=over.get("key_scale", m.key_scale), **tuned)
+                key_scale=over.get("key_scale", m.key_scale), query=over.get("query", m.query), **tuned)
     return m if label == m.name else replace(m, name=label)
 
 

@@ -111,3 +111,38 @@ def test_key_scaled_transform_banded_equals_decoding(setup, centered_rot):
     wide = make_method("oscar-plus", sink=64, recent=64, group_size=16)
     ref = banded_logits(model, ids, make_method("bf16"))
     assert (banded_logits(model, ids, wide, rs) - ref).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("name", ["oscar", "oscar-plus", "hadamard+center"])
+def test_int8_query_banded_equals_paged_decoding_with_the_int8_reference(setup, centered_rot, monkeypatch, name):
+    """"+q8" (the CUDA decode kernel's int8 query on the INT2 history) in the one-pass evaluation, built in the
+    model basis, equals step-by-step decoding through the paged cache (CPU, torch reference kernels) whose
+    reference rounds the rotated q itself (``int8_int2_query=True``): rotations, centering, GQA, windows."""
+    import functools
+
+    import oscarkv.kernels as kernels
+
+    model, _, _ = setup
+    ids = torch.randint(0, 100, (1, 80), generator=torch.Generator().manual_seed(3))
+    kw = dict(sink=16, recent=16, group_size=32)  # the paged pools' windows: multiples of their 16-token page
+    fast = banded_logits(model, ids, make_method(name + "+q8", **kw), centered_rot)
+    monkeypatch.setattr(kernels, "decode_attention_torch",
+                        functools.partial(kernels.decode_attention_torch, int8_int2_query=True))
+    cache = OscarCache(model.config, make_method(name, **kw), rotations=centered_rot, backend="paged",
+                       kernel_backend="torch")
+    slow = decode_with_oscar_attention(model, cache, ids)
+    assert cache.segments()["quantized"] > 0
+    assert (fast - slow).abs().max().item() < 1e-4
+    exact = banded_logits(model, ids, make_method(name, **kw), centered_rot)
+    assert 0 < (fast - exact).abs().max().item() < 0.1  # the rounding moved the logits, a little
+
+
+def test_int8_query_suffix_is_refused_where_it_means_nothing(setup):
+    from oscarkv.errors import InputError
+
+    model, _, _ = setup
+    for bad in ("bf16+q8", "kivi+q8"):
+        with pytest.raises(InputError, match="token-wise quantized methods"):
+            make_method(bad)
+    with pytest.raises(InputError, match="evaluation ablation"):
+        OscarCache(model.config, "hadamard+q8")

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..dims import attention_dims
 from ..methods import KVMethod
-from ..rotation import RotationSet
+from ..rotation import RotationSet, rotate, unrotate
 from ..errors import InputError
 
 ATTN_NAME = "oscarkv_banded"
@@ -35,6 +35,26 @@ def quantized_mask(method: KVMethod, q_pos: torch.Tensor, k_pos: torch.Tensor) -
     # (matters only for recent == 0 with page == 1)
     own = k_pos[None, :] < q_pos[:, None]
     return method.held_quantized(k_pos[None, :], q_pos[:, None] + 1) & own
+
+
+def int8_query_features(plan, query, key, kq, scaling):
+    """Method "+q8": the quantized keys are scored with the CUDA decode kernel's int8 query (per head, in the key
+    basis: ``kernels.reference.int8_query``), the full-precision keys with q, in the same one SDPA call, by
+    widening head_dim d to 2d + 1: full-precision keys [k, 0, 0] meet [q, ., .] (q . k); quantized keys
+    [0, k^, 1] meet [., q8, (q - q8) . mu] (q8 . k^ + (q - q8) . mu = q8 . (k^ - mu) + q . mu). That is the
+    kernel's q_rot8 . k^_stored (stored keys are (k - mu) M and q8 = q_rot8 M^T) plus q . mu, the per-query
+    constant every score carries in the model basis (rotation/centering.py). Values keep d."""
+    from ..kernels.reference import int8_query
+
+    q8 = unrotate(int8_query(rotate(query, plan.k_query_rot), scaling).to(query.dtype), plan.k_rot)
+    corr = query.new_zeros(*query.shape[:-1], 1)
+    if plan.k_mean is not None:
+        mu = plan.k_mean.to(query.device, query.dtype)
+        mu = mu.repeat_interleave(query.shape[1] // mu.shape[0], 0) if mu.shape[0] > 1 else mu
+        corr = ((query - q8) * mu[None, :, None, :]).sum(-1, keepdim=True)
+    zk, z1 = torch.zeros_like(key), key.new_zeros(*key.shape[:-1], 1)
+    return (torch.cat([query, q8, corr], -1), torch.cat([key, zk, z1], -1),
+            torch.cat([torch.zeros_like(kq), kq, z1 + 1], -1))
 
 
 class BandedAttention:
@@ -57,6 +77,8 @@ class BandedAttention:
             out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=g > 1)
             return out.transpose(1, 2).contiguous(), None
         kq, vq = plan.fake_quant_kv(key, value, self.method.sink)
+        if self.method.query == "int8":
+            query, key, kq = int8_query_features(plan, query, key, kq, scaling)
         # One fused SDPA call per query chunk over [full-precision keys | quantized keys]: a boolean
         # mask lets query i see exactly one copy of each key j (the quantized copy iff the rule says
         # so), which is the mixed attention without materializing scores. The quantized copy starts
