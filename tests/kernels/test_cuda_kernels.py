@@ -242,3 +242,18 @@ def test_cuda_append_then_early_decode_each_step():
         out = decode_attention(q, pool, meta, plan=plan)  # right after the append kernel, PDL on
         ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
         assert rel_err(out, ref) < 8e-3, step
+
+
+def test_cuda_decode_nonfinite_query_propagates():
+    """A NaN or inf query element makes that query head's output non-finite (rounding q to int8 for the INT2
+    tier must not hide it: issue 11); the other heads, of the same and the other KV group, are bit-identical."""
+    cache, pool, ids, _ = build([3000], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                backend="cuda", blocks=600)
+    meta = cache.metadata(ids, device="cuda")
+    q = torch.randn(1, 8, 128, device="cuda").bfloat16()
+    ref = decode_attention(q, pool, meta, backend="cuda")
+    q[0, 1, 5], q[0, 6, 0] = float("nan"), float("inf")
+    out = decode_attention(q, pool, meta, backend="cuda")
+    assert torch.isnan(out[0, 1]).all() and not torch.isfinite(out[0, 6]).all()
+    keep = [0, 2, 3, 4, 5, 7]
+    assert torch.equal(out[0, keep], ref[0, keep])

@@ -430,7 +430,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     float qs0, qs1;  // sum over dims of the dequantized q' = sigma q8 of heads 2t, 2t + 1 (for the zero point)
     auto prep_q = [&]() {  // after the PDL wait: q is the previous kernels' output
       float x[4][QR][4];
-      float amax = 0.f;
+      float amax = 0.f, bad = 0.f;  // bad: NaN when an element is not finite (x * 0), so that rounding q
+                                    // cannot turn a NaN / inf query into plausible scores (issue 11)
 #pragma unroll
       for (int P = 0; P < 4; P++)
 #pragma unroll
@@ -439,9 +440,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
           for (int j = 0; j < 4; j++) {
             x[P][r][j] = g < G ? M::to_float(qrow[(D / 4) * P + 16 * r + 4 * t + j]) * p.scale_log2 : 0.f;
             amax = fmaxf(amax, fabsf(x[P][r][j]));
+            bad += x[P][r][j] * 0.f;
           }
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      bad += __shfl_xor_sync(0xffffffffu, bad, 1);
+      bad += __shfl_xor_sync(0xffffffffu, bad, 2);
       const float inv = amax > 0.f ? 127.f / amax : 0.f;
       int isum = 0;
 #pragma unroll
@@ -459,7 +463,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         }
       isum += __shfl_xor_sync(0xffffffffu, isum, 1);
       isum += __shfl_xor_sync(0xffffffffu, isum, 2);
-      const float sig = amax / 127.f, qsum = sig * (float)isum, s64 = sig * (1.f / 64.f);
+      const float sig = amax / 127.f + bad, qsum = sig * (float)isum, s64 = sig * (1.f / 64.f);
       // the score fragment of lane (g, t) holds heads 2t, 2t + 1 (lanes 8t and 8t + 4 hold them as g)
       qs0 = __shfl_sync(0xffffffffu, qsum, 8 * t);
       qs1 = __shfl_sync(0xffffffffu, qsum, 8 * t + 4);
