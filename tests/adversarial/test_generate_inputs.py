@@ -6,6 +6,8 @@ outside the vocabulary never stopped anything)."""
 
 import contextlib
 
+import os
+
 import pytest
 import torch
 from tinymodels import tiny_model
@@ -169,6 +171,9 @@ def test_fused_projections_follow_to():
     assert unfuse_projections(m) == 5 * 2
 
 
+TRITON_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # as the test session started (CI sets it)
+
+
 def test_triton_on_cpu_without_interpreter_refused_before_writing(model, config, rotations, monkeypatch):
     """Before: refused by the first write_kv inside layer 0, which marked the cache broken for good."""
     with _enabled(model, config, rotations, kernel_backend="triton") as c:
@@ -176,6 +181,8 @@ def test_triton_on_cpu_without_interpreter_refused_before_writing(model, config,
         with pytest.raises(StateError, match="TRITON_INTERPRET=1"):
             generate(model, c, IDS, max_new_tokens=3, use_graph=False)
         assert c.paged.broken is None and c.get_seq_length() == 0 and c.paged.mgr is None
+        if not TRITON_INTERPRETED:  # triton was imported for a GPU (the device run): it cannot run CPU tensors
+            return
         monkeypatch.setenv("TRITON_INTERPRET", "1")
         c.set_padding(None)
         assert generate(model, c, IDS, max_new_tokens=2, use_graph=False).shape == (1, 2)  # still usable

@@ -19,7 +19,7 @@ from oscarkv.quant import QuantConfig
 POOL_INT2 = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero")
 
 
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [32, 64, 128])
 @pytest.mark.parametrize("which", ["k", "v"])
 def test_tile16_transform_is_a_bijection(d, which):
     g = torch.Generator().manual_seed(d)

@@ -16,7 +16,9 @@ four fields P = 0..3 (bits 2P, 2P+1); masked in place the byte is 4^P c, and
 
     K codes:  token = g + 8 (w & 1),    dim = (d/4) P + 16 (w >> 1) + 4t + j
 
-so one MMA per P covers dims [(d/4) P, (d/4)(P + 1)) of all 16 tokens (tokens on M, head_dim on K).
+so one MMA per P covers dims [(d/4) P, (d/4)(P + 1)) of all 16 tokens (tokens on M, head_dim on K). At d = 32
+(one word per lane; no CUDA kernel, the CPU paths only) byte j of the word holds token g + 8 (j >> 1), dims
+8P + 2t + (j & 1).
 
 V (fp16 operands of mma.m16n8k16): the kernel reads word w in two ways, s = 0 (as is) and s = 1 (rotated
 right by 8 bits); in each 16-bit half e of either, field position P = 1..4 (bits 2P, 2P+1 of the half) ORed
@@ -66,7 +68,11 @@ def _field_maps(d: int):
         for w in range(nw):
             for j in range(4):
                 for P in range(4):
-                    k_map[(lane * nw + w) * 16 + 4 * j + P] = (g + 8 * (w & 1)) * d + (d // 4) * P + 16 * (w >> 1) + 4 * t + j
+                    if nw == 1:  # d = 32: no CUDA kernel reads it (64 / 128 only); a bijection for the CPU paths
+                        tok, dim = g + 8 * (j >> 1), 8 * P + 2 * t + (j & 1)
+                    else:
+                        tok, dim = g + 8 * (w & 1), (d // 4) * P + 16 * (w >> 1) + 4 * t + j
+                    k_map[(lane * nw + w) * 16 + 4 * j + P] = tok * d + dim
             for s in range(2):
                 for e in range(2):
                     for P in range(1, 5):
