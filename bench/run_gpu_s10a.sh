@@ -5,7 +5,8 @@
 # bytes as one grid-wide sweep (random / zero bytes) and as one stream per warp, and our kernel with contiguous
 # split ranges (v0, v4) against interleaved tiles (v0i, v4i), each with SM clock and board power; then the
 # kernel tests (interleave included) and a sweep of both assignments. Probe 9: the K side as u8 x s8 MMAs
-# (timing stand-in for 8-bit K operands).
+# (timing stand-in for 8-bit K operands). Both interleave and probe 9 were removed in the eleventh session (probe 9
+# became the kernel); this script is the record of what ran.
 set -u
 T="$(date +%Y-%m-%d)_s10a"
 source bench/gpu_env.sh
