@@ -194,9 +194,10 @@ def make_mixed(B, L, R, dev, layout, sequential=None):
 PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only"}  # DecodePlan.run's INT2-loop probes that --probe times
 
 
-def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
+def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, hp_splits=None):
     """Ours: the CUDA kernel (best of ``variants``, None = the default rule of ``CudaDecodeConfig``;
-    ``split_scale`` multiplies the planned INT2 split count) or the Triton fallback."""
+    ``split_scale`` multiplies the planned INT2 split count, ``hp_splits`` fixes the BF16-tier split count)
+    or the Triton fallback."""
     nbytes = int2_bytes(B, L)
     R = copies_for(nbytes)
     pool, metas = make_mixed(B, L, R, dev, "tile16" if backend == "cuda" else "logical")
@@ -207,9 +208,11 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0):
         for var in variants:
             cfg = ours_config(var)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
-            if split_scale:
-                n = max(1, round(plans[0].n_int2 * split_scale))
-                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_int2_splits=n) for m in metas]
+            if split_scale or hp_splits is not None:
+                n = max(1, round(plans[0].n_int2 * (split_scale or 1.0)))
+                nh = plans[0].n_hp if hp_splits is None else hp_splits
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=nh, n_int2_splits=n)
+                         for m in metas]
             if probe:  # 1: loads only, 6: no code unpack, 7: math only (see DecodePlan.run)
                 t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(metas, plans)])
             else:
@@ -425,6 +428,7 @@ def main():
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
+    ap.add_argument("--sweep-hp", default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
@@ -476,11 +480,13 @@ def main():
         for pt in a.sweep_points.split(","):
             L, B = (int(x) for x in pt.split("x"))
             for var in a.sweep_variants.split(","):
-                for sc in (float(x) for x in a.sweep_scales.split(",")):
-                    t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc)
-                    sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
-                    log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
-                    torch.cuda.empty_cache()
+                for hp in a.sweep_hp.split(","):
+                    for sc in (float(x) for x in a.sweep_scales.split(",")):
+                        nh = None if hp == "auto" else int(hp)
+                        t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc, hp_splits=nh)
+                        sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
+                        log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
+                        torch.cuda.empty_cache()
         res["sweep"] = sw
         dump()
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
