@@ -194,10 +194,10 @@ def make_mixed(B, L, R, dev, layout, sequential=None):
 PROBES = {1: "loads_only", 6: "no_unpack", 7: "math_only", 8: "register_loads_only"}  # DecodePlan.run's INT2-loop probes that --probe times
 
 
-def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, hp_splits=None):
+def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, hp_splits=None, splits=None):
     """Ours: the CUDA kernel (best of ``variants``, None = the default rule of ``CudaDecodeConfig``;
-    ``split_scale`` multiplies the planned INT2 split count, ``hp_splits`` fixes the BF16-tier split count)
-    or the Triton fallback."""
+    ``split_scale`` multiplies the planned INT2 split count, ``hp_splits`` fixes the BF16-tier split count,
+    ``splits`` = (hp, int2) fixes both) or the Triton fallback."""
     nbytes = int2_bytes(B, L)
     R = copies_for(nbytes)
     pool, metas = make_mixed(B, L, R, dev, "tile16" if backend == "cuda" else "logical")
@@ -208,7 +208,10 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
         for var in variants:
             cfg = ours_config(var)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
-            if split_scale or hp_splits is not None:
+            if splits is not None:
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=splits[0],
+                                    n_int2_splits=splits[1]) for m in metas]
+            elif split_scale or hp_splits is not None:
                 n = max(1, round(plans[0].n_int2 * (split_scale or 1.0)))
                 nh = plans[0].n_hp if hp_splits is None else hp_splits
                 plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=nh, n_int2_splits=n)
@@ -428,6 +431,8 @@ def main():
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
+    ap.add_argument("--alt-splits", default="", help="LxB=hp+int2,...: also time our kernel with these split "
+                    "counts at these table points (column ours_alt; e.g. an earlier split model's choices)")
     ap.add_argument("--sweep-hp", default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
@@ -543,6 +548,7 @@ def main():
             fi = False
     contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",")]
     batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",")]
+    alt = {k: tuple(int(x) for x in v.split("+")) for k, v in (e.split("=") for e in a.alt_splits.split(",") if e)}
     table = []
     for L in contexts:
         for B in batches:
@@ -563,6 +569,8 @@ def main():
                     torch.cuda.empty_cache()
 
             run("ours", lambda: bench_ours(B, L, dev, "cuda") if not SMOKE else bench_ours(B, L, dev, "triton"))
+            if f"{L}x{B}" in alt and not SMOKE:
+                run("ours_alt", lambda: bench_ours(B, L, dev, "cuda", splits=alt[f"{L}x{B}"]))
             if not a.no_triton:
                 run("triton", lambda: bench_ours(B, L, dev, "triton"))
             if not SMOKE:
@@ -583,7 +591,8 @@ def main():
             dump()
             f = lambda k: f"{row[k]:8.1f}" if k in row else "     n/a"  # noqa: E731
             log(f"L={L:>6} B={B:>3} ours {f('ours_us')} us ({row.get('ours_frac_copy', 0) * 100:3.0f}% copy, "
-                f"splits {row.get('ours_splits')}, v{row.get('ours_variant')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
+                f"splits {row.get('ours_splits')}, v{row.get('ours_variant')}) | alt {f('ours_alt_us')} "
+                f"({row.get('ours_alt_splits')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
                 f"cudnn {f('sdpa_cudnn_us')} | fi bf16 {f('fi_bf16_us')} | fi fp8 {f('fi_fp8_us')} | "
                 f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
                 f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]")

@@ -213,5 +213,5 @@ def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
         decode_attention(torch.randn(1, 4, 64), pool, cache.metadata(ids), backend="cuda")
     # split model: never more splits than tiles / min_split_tiles nor than the merge bound
     for tiles, bh in [(0, 8), (5, 8), (8192, 8), (8192, 256), (100000, 1)]:
-        n = _choose_int2_splits(tiles, bh, 396, CudaDecodeConfig(), 3, 64)
+        n = _choose_int2_splits(tiles, bh, 132, 3, CudaDecodeConfig(), 3, 64)
         assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61

@@ -219,8 +219,11 @@ class CudaDecodeConfig:
                      tiles ahead at 168 / 255 registers) passed the GPU tests and were slower at every
                      shape but short batch-1 calls (4-7%): removed, patch
                      bench/results/2026-12-03_s9_load_paths.patch.
-    cta_overhead:    cost of starting a CTA (pipeline fill, partial write), in tiles of one warp; used
-                     by the split-count model below.
+    cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
+                     INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
+                     CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
+                     The three constants of the split-count model (``_choose_int2_splits``), fitted to the
+                     H200 split sweeps of the twelfth session (BENCHMARKS.md).
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
                      (the hp tier has no load pipeline: each tile a warp takes costs a memory latency).
@@ -242,24 +245,34 @@ class CudaDecodeConfig:
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
-    cta_overhead: float = 24.0
+    cta_overhead: float = 30.0
+    wave_overhead: float = 400.0
+    merge_cost: float = 0.5
     min_split_tiles: int = 8
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
 
 
-def _choose_int2_splits(max_tiles: int, bh: int, cap: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
-                        warps: int = 4) -> int:
-    """Split count n of the INT2 tier minimising a simple model of the launch:
-    waves(n) * (tiles per split / warps + CTA overhead) + merge cost, waves = ceil(bh (n + n_hp) / cap)."""
+def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
+                        max_ns: int) -> int:
+    """Split count n of the INT2 tier minimising a model of the launch in units of one CTA's INT2 tile:
+
+        k (ceil(max_tiles / n) + cta_overhead) + (waves - 1) wave_overhead + merge_cost n,
+        k = ceil(bh (n + n_hp) / sms) CTAs on the busiest SM, waves = ceil(k / per_sm).
+
+    The CTAs that share an SM share its memory and issue throughput, so the call lasts as long as the busiest
+    SM's CTAs take together (a per-SM count: the CTA-slot count of the earlier model called 2 + 29 splits
+    at 32K batch 1 one wave of 248 slots, when the SMs that hold two CTAs take twice as long; H200 sweep,
+    twelfth session: 2 + 14 splits is 10% faster there, 16K 14%, 4K batch 32 21%)."""
     if max_tiles <= 0:
         return 0
     most = max(1, min(-(-max_tiles // cfg.min_split_tiles), max_ns - n_hp))
     best, best_t = 1, float("inf")
     for n in range(1, most + 1):
-        waves = -(-bh * (n + n_hp) // cap)
-        t = waves * (-(-max_tiles // n) / warps + cfg.cta_overhead) + 0.25 * n
+        k = -(-bh * (n + n_hp) // sms)
+        waves = -(-k // per_sm)
+        t = k * (-(-max_tiles // n) + cfg.cta_overhead) + (waves - 1) * cfg.wave_overhead + cfg.merge_cost * n
         if t < best_t - 1e-9:
             best, best_t = n, t
     return best
@@ -289,7 +302,8 @@ class DecodePlan:
         if per_sm <= 0 or warps <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         dev = torch.device(device)
-        cap = per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        cap = per_sm * sms
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         bh = batch * num_kv_heads
@@ -297,12 +311,13 @@ class DecodePlan:
         # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
         max_ns = warps * (8 * head_dim - 128) // self.group
         if n_hp_splits is None:
-            # ~hp_tiles_per_warp hp tiles per warp; one split when the batch alone fills the GPU
+            # ~hp_tiles_per_warp hp tiles per warp; one split once the batch alone gives every SM a CTA (H200,
+            # twelfth session: 4K batch 32, 1 + 1 splits 45 us vs 3 + 3 53 us; at 32K and 128K within noise)
             per_warp = self.config.hp_tiles_per_warp or (1 if i2_tiles <= 1024 else 2)
             n_hp_splits = 0 if hp_tiles == 0 else (
-                1 if 2 * bh >= cap else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-cap // bh))))
+                1 if bh >= sms else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-cap // bh))))
         if n_int2_splits is None:
-            n_int2_splits = _choose_int2_splits(i2_tiles, bh, cap, self.config, n_hp_splits, max_ns, warps)
+            n_int2_splits = _choose_int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
