@@ -4,6 +4,7 @@
 # Variant 10 (8 warps, clusters of 16 CTAs merged through distributed shared memory): at batch 1 the same
 # 2 + 14 splits as variant 4's plan at 16K-64K, without the global partials' round trips. GPU tests of all
 # variants (GQA 1/2/4/8 x head_dim 64/128, cluster merge), then variant 4 vs 10 at the batch-1 points, twice.
+# Ran at b8f1baf; variant 10 was slower everywhere and is gone (bench/results/2026-12-04_s12e_variant10.patch).
 set -u
 T="$(date +%Y-%m-%d)_s12e"
 source bench/gpu_env.sh

@@ -66,7 +66,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
-@pytest.mark.parametrize("variant", list(range(11)))
+@pytest.mark.parametrize("variant", list(range(10)))
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_gqa_and_head_dims(G, d, variant):
@@ -86,7 +86,7 @@ def test_cuda_decode_randomized_shapes():
         _decode_case(lens, d, G, hkv, seed=100 + i, **kw)
 
 
-@pytest.mark.parametrize("variant", [8, 9, 10])
+@pytest.mark.parametrize("variant", [8, 9])
 def test_cuda_decode_cluster_merge(variant):
     """Cluster variants: all splits of a (sequence, KV head) in one cluster, merged through distributed shared
     memory; mixed lengths (empty INT2 tier, short rows), GQA 1 / 3 / 8, head_dim 64 / 128, fp16, PDL and

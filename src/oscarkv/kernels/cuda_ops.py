@@ -201,10 +201,11 @@ class CudaDecodeConfig:
                      for short batch-1 calls (H200, sixth session: 4K b1 8.1 us for 9 vs 9.2 for 4), and much
                      slower at length (128K b1 66.9 us for 8, 83.5 for 9, vs 36.2 for 4; 128K b32 1243 / 998
                      vs 903): one cluster per (sequence, KV head) leaves a batch-1 call 8 clusters, too few
-                     CTAs (9) or more 16-CTA clusters than fit at once (8). 10 = 4 tiles, 8 warps, clusters
-                     of 16 CTAs (twelfth session): at batch 1 exactly the 2 + 14 splits that the per-SM split
-                     model picks for variant 4 at 16K-64K, with the merge through distributed shared memory
-                     instead of the global partials' round trips (BENCHMARKS.md has its measurement). (Measured and removed in the
+                     CTAs (9) or more 16-CTA clusters than fit at once (8). Twelfth session: 8 warps in
+                     clusters of 16 (exactly the 2 + 14 splits the split model picks for variant 4 at 32K
+                     batch 1, merged through distributed shared memory) was slower at every batch-1 point
+                     (32K 18.9 vs 14.1 us, 128K 50.4 vs 31.2): removed, patch
+                     bench/results/2026-12-04_s12e_variant10.patch. (Measured and removed in the
                      fifth session, BENCHMARKS.md: 4 warps x 5 CTAs per SM at <= 96 registers, which spills,
                      40% slower at 128K batch 1; four score-accumulator chains instead of two, within noise
                      at batch 1, 3-5% slower at 128K batch 32. Two tiles per loop step,
@@ -323,7 +324,7 @@ class DecodePlan:
             n_int2_splits = _choose_int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
-        # cluster variants (8, 9, 10): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
+        # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
         # through distributed shared memory (opt-in: see CudaDecodeConfig)
         cx = L.oscar_int2_decode_cluster(_DT[dtype], head_dim, v)
         self.cluster = max(cx, 0)

@@ -1240,9 +1240,7 @@ int occupancy() {
   if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
   if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
   if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;    \
-  if (head_dim == 128 && variant == 10) return F<T, 128, 8, 2, 4, 16>ARGS; \
-  if (head_dim == 64 && variant == 10) return F<T, 64, 8, 2, 4, 16>ARGS;
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
