@@ -5,7 +5,7 @@
     # before / after of issue 7 (commit e6ce31c = the kernel of BENCHMARKS.md's first 2026-12-03 section):
     git show e6ce31c:src/oscarkv/kernels/cuda/int2_paged.cu > /tmp/old.cu
     python bench/sass_count.py --src /tmp/old.cu --kernel bfloat16Li128ELi4ELi1ELi3ELi8E --mma-per-tile 16 --hist
-    python bench/sass_count.py --kernel bfloat16Li128ELi4ELi4ELi8E --mma-per-tile 18 --hist
+    python bench/sass_count.py --kernel bfloat16Li128ELi4ELi4ELi4ELi0E --hist    # today's variant 0: 161 per tile
 
 Without --cubin it compiles src/oscarkv/kernels/cuda/int2_paged.cu with cuda_ops' flags for one arch into a
 cubin (no GPU needed; cuobjdump is taken from PATH or from triton's bundled copy). For each matching
@@ -82,13 +82,16 @@ def analyse(name: str, ins, mma_per_tile: int, hist: bool, min_tiles: int = 1):
     best = None
     for lo, hi in loops:
         body = ins[lo:hi + 1]
-        n_mma = sum(op.startswith("HMMA") for _, _, op, _ in body)
+        n_mma = sum(op.startswith(("HMMA", "IMMA")) for _, _, op, _ in body)
         n_lop = sum(op.startswith("LOP3") for _, _, op, _ in body)
         n_hfma = sum(op.startswith("HFMA2") for _, _, op, _ in body)
-        if n_mma < max(16, min_tiles * mma_per_tile) or n_lop + n_hfma < 56:  # the INT2 loop unpacks 64 words (LOP3 [+ HFMA2]); the BF16 loop has ~36 LOP3
+        n_ldgsts = sum(op.startswith("LDGSTS") for _, _, op, _ in body)
+        # the INT2 loop: a tile's MMAs, its code masking (48 LOP3 at head_dim 128 since the u8 K side; the BF16
+        # loop has ~32) and its cp.async refill (which the math-only probe's copy of the loop lacks)
+        if n_mma < min_tiles * mma_per_tile or n_lop + n_hfma < 48 or n_ldgsts == 0:
             continue
         key = hi - lo
-        if best is None or key < best[0]:  # the innermost loop with the unpack + MMA
+        if best is None or key < best[0]:  # the innermost such loop (the 32-tile chunk loop holds two copies)
             best = (key, lo, hi, n_mma)
     if best is None:
         print(f"{name}: no INT2 loop found")
@@ -108,11 +111,11 @@ def analyse(name: str, ins, mma_per_tile: int, hist: bool, min_tiles: int = 1):
                     blk = body[j + 1:k]
                     ops = collections.Counter(o.split(".")[0] for _, _, o, _ in blk)
                     regions.append((a, tgt, len(blk), ops.most_common(4)))
-                    if not any(o.startswith("HMMA") for _, _, o, _ in blk):  # the tile math is the hot path
+                    if not any(o.startswith(("HMMA", "IMMA")) for _, _, o, _ in blk):  # the tile math is the hot path
                         skipped.update(range(j + 1, k))
     tiles = n_mma / mma_per_tile
     hot = len(body) - len(skipped)
-    print(f"{name}\n  loop body 0x{body[0][0]:x}-0x{body[-1][0]:x}: {len(body)} static instr, {n_mma} HMMA "
+    print(f"{name}\n  loop body 0x{body[0][0]:x}-0x{body[-1][0]:x}: {len(body)} static instr, {n_mma} HMMA + IMMA "
           f"= {tiles:g} tile(s) -> {len(body) / tiles:.0f} per tile; hot path (conditional blocks skipped) "
           f"{hot} -> {hot / tiles:.0f} per tile")
     for a, tgt, n, ops in regions:
@@ -128,8 +131,9 @@ def main():
     ap.add_argument("--src", help="a .cu file to compile instead of the repo's int2_paged.cu")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--kernel", default="int2_decode_kernelI13__nv_bfloat16Li128")
-    ap.add_argument("--mma-per-tile", type=int, default=18,
-                    help="HMMA per 16-token tile: 18 now at head_dim 128 (8 K + 8 V + l/z + offset), 16 before")
+    ap.add_argument("--mma-per-tile", type=int, default=14,
+                    help="HMMA + IMMA per 16-token tile at head_dim 128: 14 since the eleventh session (4 u8 K + 8 V + l/z + "
+                    "offset), 18 before (8 fp16 K), 16 before the eighth")
     ap.add_argument("--hist", action="store_true")
     ap.add_argument("--min-tiles", type=int, default=1, help="the loop must hold at least this many tiles' MMAs (unrolled loops)")
     ap.add_argument("nvcc_extra", nargs="*")
