@@ -208,14 +208,13 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
         for var in variants:
             cfg = ours_config(var)
             plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
-            if splits is not None:
-                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=splits[0],
-                                    n_int2_splits=splits[1]) for m in metas]
-            elif split_scale or hp_splits is not None:
-                n = max(1, round(plans[0].n_int2 * (split_scale or 1.0)))
-                nh = plans[0].n_hp if hp_splits is None else hp_splits
-                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=nh, n_int2_splits=n)
-                         for m in metas]
+            fixed = splits  # (hp, int2) split counts given or derived from this variant's plan, else None
+            if fixed is None and (split_scale or hp_splits is not None):
+                fixed = (plans[0].n_hp if hp_splits is None else hp_splits,
+                         max(1, round(plans[0].n_int2 * (split_scale or 1.0))))
+            if fixed is not None:
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=fixed[0],
+                                    n_int2_splits=fixed[1]) for m in metas]
             if probe:  # 1: loads only, 6: no code unpack, 7: math only (see DecodePlan.run)
                 t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(metas, plans)])
             else:
