@@ -227,8 +227,8 @@ class CudaDecodeConfig:
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
                      The three constants of the split-count model (``_choose_int2_splits``), fitted to the
-                     H200 split sweeps of the twelfth session (BENCHMARKS.md; head_dim 128 only: at head_dim
-                     64 a tile is half the bytes, and the same constants are not yet checked there).
+                     H200 split sweeps of the twelfth session at head_dim 128 (BENCHMARKS.md); a head_dim 64
+                     sweep (thirteenth session) found the planned count fastest or within 1% at every point.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
                      (the hp tier has no load pipeline: each tile a warp takes costs a memory latency).
