@@ -223,6 +223,11 @@ class CudaDecodeConfig:
                      tiles ahead at 168 / 255 registers) passed the GPU tests and were slower at every
                      shape but short batch-1 calls (4-7%): removed, patch
                      bench/results/2026-12-03_s9_load_paths.patch.
+                     Thirteenth session: two tiles per step at batch 1 (both tiles' scores, one vote, both
+                     outputs; 8 warps, 8-tile rings, one CTA per SM at 180 registers), bit-equal to variant 7
+                     and GPU-tested, was no faster (32K b1 14.3 vs 14.1 us): not kept, patch
+                     bench/results/2026-12-04_s13e_pair_mode.patch. A relaxed merge arrival with partial slots
+                     polled by the last CTA was slower (128K b1 33.5 vs 31.3 us).
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
