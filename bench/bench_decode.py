@@ -309,6 +309,40 @@ def read_floor(nbytes, dev, sms):
     return best
 
 
+def read_records(B, L, dev, sms):
+    """The pool's records read the way the decode kernel reads a tile, nothing else (oscar_read_records): order
+    0 = block-outer (contiguous), 1 = head-outer (one KV head's records in table order, as a split reads them);
+    best over grid shapes, and at the decode kernel's own batch-1 grid (one 8-warp CTA per SM). Over R copies
+    of the pool so that each call misses L2. Returns a dict of results."""
+    from oscarkv.kernels import cuda_ops
+
+    pool, metas = make_mixed(B, L, copies_for(int2_bytes(B, L)), dev, "tile16")
+    sblk, sh = cuda_ops.check_pool_records(pool)
+    tables = [m.int2_block_tables.reshape(-1).contiguous() for m in metas]
+    n = tables[0].numel()
+    nbytes = n * HKV * (8 * D + 128)
+    sink = torch.zeros(1, dtype=torch.int32, device=dev)
+
+    def once(tb, order, ctas, threads):
+        err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), tb.data_ptr(), n, HKV, sblk, sh, D, order,
+                                                sink.data_ptr(), ctas, threads, torch.cuda.current_stream().cuda_stream)
+        assert err == 0, err
+
+    out = dict(L=L, B=B, bytes=nbytes)
+    for order in (0, 1):
+        best = None
+        shapes = [(c * sms, th) for c in (1, 2, 4, 8) for th in (256, 512) if c * th <= 2048] + [(sms, 256)]
+        for ctas, th in shapes:
+            t = time_calls([lambda tb=tb, o=order, c=ctas, h=th: once(tb, o, c, h) for tb in tables])
+            if (ctas, th) == (sms, 256):
+                out[f"order{order}_one_cta_per_sm_us"] = t * 1e6
+            if best is None or t < best[0]:
+                best = (t, ctas, th)
+        out[f"order{order}_us"], out[f"order{order}_grid"] = best[0] * 1e6, [best[1], best[2]]
+    del pool
+    return out
+
+
 def bench_sdpa(B, L, dev, which):
     """BF16 SDPA. GQA decode is fed as MHA over KV heads with the g query heads of each KV head as g query
     rows (no mask), which is exactly GQA decode and lets the kernel read K/V once."""
@@ -439,6 +473,8 @@ def main():
                     "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
                     "loads as plain loads into registers")
     ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
+    ap.add_argument("--read-records", default="", help="LxB,...: the pool's records read as the decode kernel reads "
+                    "tiles, block-outer vs head-outer (read_records)")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
                     "(the measured bound of issue 7)")
@@ -535,6 +571,20 @@ def main():
                 f"({nb / t / bw * 100:.0f}% copy) {json.dumps(info)}")
             torch.cuda.empty_cache()
         res["read_floor"] = rf
+        dump()
+    if a.read_records and not SMOKE:
+        rr = []
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        for pt in a.read_records.split(","):
+            L, B = (int(x) for x in pt.split("x"))
+            r = read_records(B, L, dev, sms)
+            rr.append(r)
+            log(f"read records L={L} B={B}: {r['bytes'] / 1e6:.1f} MB: block-outer {r['order0_us']:.1f} us "
+                f"({r['bytes'] / r['order0_us'] / 1e6:.2f} TB/s, grid {r['order0_grid']}), head-outer {r['order1_us']:.1f} us "
+                f"({r['bytes'] / r['order1_us'] / 1e6:.2f} TB/s, grid {r['order1_grid']}); one 8-warp CTA per SM: "
+                f"block-outer {r['order0_one_cta_per_sm_us']:.1f} us, head-outer {r['order1_one_cta_per_sm_us']:.1f} us")
+            torch.cuda.empty_cache()
+        res["read_records"] = rr
         dump()
     fi = not a.no_flashinfer and not SMOKE
     if fi:

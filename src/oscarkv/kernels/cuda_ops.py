@@ -130,6 +130,9 @@ def lib():
                                          ctypes.c_int, ctypes.c_void_p]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                    ctypes.c_int]
+        L.oscar_read_records.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                         ctypes.c_int, ctypes.c_void_p]
         _LIB = L
     return _LIB
 

@@ -1340,6 +1340,57 @@ extern "C" int oscar_read_pattern(const void* src, int64_t n16, uint32_t* sink, 
   return (int)cudaGetLastError();
 }
 
+// Records read (issue 7, batch 1: does the pool's access pattern cap the decode kernel's stream?): every
+// (block, KV head) record of a block table read the way the decode kernel's lanes read a tile (16 bytes per
+// lane at +0, +4D (head_dim 128) and +8D (lanes 0..7)), one record per warp and step, 8 records in flight per
+// warp, each warp a contiguous range of the order: 0 = block-outer (consecutive records are the KV heads of
+// one block: contiguous memory), 1 = head-outer (consecutive records are one KV head's blocks in table order:
+// the decode kernel's order within a split, 1152 bytes every 9216 for 8 KV heads). Not used by the library.
+namespace {
+template <int D>
+__global__ void read_records_kernel(const uint8_t* rec, const int32_t* table, int n, int hkv, int64_t c_sblk,
+                                    int64_t c_sh, int order, uint32_t* sink) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarp = (int64_t)gridDim.x * blockDim.x / 32;
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int64_t total = (int64_t)n * hkv;
+  const int64_t per = (total + nwarp - 1) / nwarp;
+  const int64_t hi = min(total, (w + 1) * per);
+  uint32_t x = 0;
+  for (int64_t i = w * per; i < hi; i += 8) {
+    uint4 v[8][3];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      v[j][0] = v[j][1] = v[j][2] = make_uint4(0u, 0u, 0u, 0u);
+      const int64_t r = i + j;
+      if (r < hi) {
+        const int64_t b = order == 0 ? r / hkv : r % n, h = order == 0 ? r % hkv : r / n;
+        const uint8_t* a = rec + (int64_t)table[b] * c_sblk + h * c_sh + 16 * lane;
+        v[j][0] = __ldcs(reinterpret_cast<const uint4*>(a));
+        if (D == 128) v[j][1] = __ldcs(reinterpret_cast<const uint4*>(a + 4 * D));
+        if (lane < 8) v[j][2] = __ldcs(reinterpret_cast<const uint4*>(a + 8 * D));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int k = 0; k < 3; k++) x ^= v[j][k].x ^ v[j][k].y ^ v[j][k].z ^ v[j][k].w;
+  }
+  if (x == 0x9e3779b9u) sink[0] = x;
+}
+}  // namespace
+
+extern "C" int oscar_read_records(const void* rec, const int32_t* table, int n, int hkv, int64_t c_sblk, int64_t c_sh,
+                                  int head_dim, int order, void* sink, int ctas, int threads, void* stream) {
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  const uint8_t* r = reinterpret_cast<const uint8_t*>(rec);
+  uint32_t* k = reinterpret_cast<uint32_t*>(sink);
+  if (head_dim == 128) read_records_kernel<128><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, k);
+  else if (head_dim == 64) read_records_kernel<64><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, k);
+  else return -1;
+  return (int)cudaGetLastError();
+}
+
 extern "C" int oscar_params_sizes(int* out2) {
   out2[0] = (int)sizeof(DecodeParams);
   out2[1] = (int)sizeof(AppendParams);
