@@ -230,6 +230,28 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
     return t, nbytes, extra
 
 
+def bench_capacity(B, L, cap, dev):
+    """A plan sized for ``cap`` tokens (as the paged cache's graph-captured step plans for its capacity) run at
+    context L: the plan for L itself, the capacity plan with each sequence's own split count
+    (CudaDecodeConfig.adaptive_splits, the default) and with every split running. Returns {label: us}."""
+    from dataclasses import replace
+
+    R = copies_for(int2_bytes(B, L))
+    pool, metas = make_mixed(B, L, R, dev, "tile16")
+    q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    capm = [replace(m, max_int2_len=cap) for m in metas]
+    res = {}
+    for label, ms, kw in (("own_plan", metas, {}), ("capacity_adaptive", capm, {}),
+                          ("capacity_fixed", capm, dict(adaptive_splits=False))):
+        plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, ours_config(None, **kw)) for m in ms]
+        res[label] = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)
+                                 for m, p in zip(metas, plans)]) * 1e6
+        res[label + "_splits"] = f"{plans[0].n_hp}+{plans[0].n_int2}"
+    del pool, metas
+    return res
+
+
 def bench_diag(B, L, dev, variant):
     """Where the fixed cost of a call goes (issue 7): the same launch with the INT2 tier and / or the BF16
     tier emptied (lens 0, same grid), and with one hp tile per warp. Returns {label: us}."""
@@ -476,6 +498,8 @@ def main():
     ap.add_argument("--read-records", default="", help="LxB,...: the pool's records read as the decode kernel reads "
                     "tiles, block-outer vs head-outer (read_records)")
     ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
+    ap.add_argument("--capacity-plan", default="", help="LxB:CAP,...: our kernel at LxB planned for CAP tokens "
+                    "(each sequence's own split count vs every split) beside the plan for L (bench_capacity)")
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
                     "(the measured bound of issue 7)")
     ap.add_argument("--append-batches", default="1,8,32,256")
@@ -559,6 +583,17 @@ def main():
             torch.cuda.empty_cache()
         res["diag"] = dg
         dump()
+    if a.capacity_plan and not SMOKE:
+        cp = []
+        for pt in a.capacity_plan.split(","):
+            lb, cap = pt.split(":")
+            L, B = (int(x) for x in lb.split("x"))
+            r = dict(L=L, B=B, capacity=int(cap), **bench_capacity(B, L, int(cap), dev))
+            cp.append(r)
+            log("capacity plan " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
+            torch.cuda.empty_cache()
+        res["capacity_plan"] = cp
+        dump()
     if a.read_floor and not SMOKE:
         rf = []
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
@@ -595,8 +630,8 @@ def main():
         except Exception as e:
             log(f"flashinfer unavailable: {e}")
             fi = False
-    contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",")]
-    batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",")]
+    contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",") if x]
+    batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",") if x]
     alt = {k: tuple(int(x) for x in v.split("+")) for k, v in (e.split("=") for e in a.alt_splits.split(",") if e)}
     table = []
     for L in contexts:

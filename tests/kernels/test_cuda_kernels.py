@@ -283,3 +283,39 @@ def test_cuda_decode_merge_state_is_clean_between_calls(variant):
     assert all(torch.equal(o, first) for o in outs)
     ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
     assert rel_err(first, ref) < 8e-3
+
+
+@pytest.mark.parametrize("variant", [None, 0, 4])
+@pytest.mark.parametrize("d,G", [(128, 4), (64, 3)])
+def test_cuda_decode_capacity_plan_runs_each_sequence_with_its_splits(variant, d, G):
+    """A plan made for lengths far above the batch's (the paged cache's capacity plan, which its graph-captured
+    step keeps): each sequence runs the split count of its own length (CudaDecodeConfig.adaptive_splits,
+    DecodeParams::split_lut), the unused INT2 CTAs return at once, and the merge takes only the splits that ran.
+    Equal to the reference (an empty INT2 tier, short and long rows in one batch), equal to the same plan with
+    every split running, counters clean, and each call the same bits."""
+    from oscarkv.kernels import DecodeMeta
+
+    lens = [17, 351, 2000, 30000, 5]
+    cache, pool, ids, _ = build(lens, d=d, hkv=2, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                backend="cuda", seed=71, blocks=sum(lens) // 16 * 2 + 64)
+    m = cache.metadata(ids, device="cuda")
+    cap = DecodeMeta(m.hp_block_tables, m.hp_lens, m.int2_block_tables, m.int2_lens, max_hp_len=320,
+                     max_int2_len=131072)
+    q = (torch.randn(len(lens), 2 * G, d, generator=torch.Generator().manual_seed(71)) * 2).to("cuda", torch.bfloat16)
+    ref = decode_attention_torch(q, pool, m, compute_dtype=torch.float64, int8_int2_query=True)
+    outs = {}
+    for adaptive in (True, False):
+        plan = DecodePlan(len(lens), 2 * G, 2, d, cap, "cuda", torch.bfloat16,
+                          CudaDecodeConfig(variant=variant, adaptive_splits=adaptive))
+        if adaptive:  # the short rows of this batch run fewer INT2 splits than the grid has
+            assert plan.split_lut[0] < plan.n_int2 and plan.split_lut[-1] == plan.n_int2
+        else:
+            assert plan.split_lut == [plan.n_int2] * len(plan.split_lut)
+        out = decode_attention(q, pool, m, plan=plan).clone()
+        torch.cuda.synchronize()
+        assert not plan.counters.any()
+        assert torch.equal(decode_attention(q, pool, m, plan=plan), out)
+        err = rel_err(out, ref)
+        assert err < 8e-3, f"adaptive={adaptive}: rel err {err:.2e} (splits {plan.n_hp}+{plan.n_int2})"
+        outs[adaptive] = out
+    assert rel_err(outs[True], outs[False]) < 8e-3

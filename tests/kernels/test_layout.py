@@ -215,3 +215,22 @@ def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
     for tiles, bh in [(0, 8), (5, 8), (8192, 8), (8192, 256), (100000, 1)]:
         n = _choose_int2_splits(tiles, bh, 132, 3, CudaDecodeConfig(), 3, 64)
         assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61
+
+
+def test_split_table_gives_each_length_the_split_models_count():
+    """DecodeParams::split_lut (CPU): a sequence of ntile INT2 tiles runs the split model's count for the top of
+    its 1/64 of the plan's range, between 1 and the grid's count, the grid's count at the top of the range; a
+    fixed table for explicit split counts; zeros without an INT2 tier."""
+    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_int2_splits, _split_table
+
+    cfg = CudaDecodeConfig()
+    model = lambda tiles, bh: _choose_int2_splits(tiles, bh, 132, 2, cfg, 2, 200)  # noqa: E731
+    for max_tiles, bh in [(8192, 8), (8192, 256), (2048, 16), (100, 1), (70, 3), (1, 8)]:
+        n = model(max_tiles, bh)
+        lt, lut = _split_table(max_tiles, n, True, bh, 132, 2, cfg, 2, 200)
+        assert len(lut) == _LUT and all(1 <= x <= n for x in lut) and lut[-1] == n
+        for ntile in {1, 7, max(1, max_tiles // 3), max_tiles}:
+            top = min(max_tiles, ((ntile - 1) // lt + 1) * lt)
+            assert lut[min(_LUT - 1, (ntile - 1) // lt)] == min(n, model(top, bh)), (max_tiles, bh, ntile)
+    assert _split_table(8192, 31, False, 8, 132, 2, cfg, 2, 200)[1] == [31] * _LUT
+    assert _split_table(0, 0, True, 8, 132, 2, cfg, 2, 200)[1] == [0] * _LUT

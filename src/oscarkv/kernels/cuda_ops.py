@@ -75,6 +75,9 @@ def build(verbose: bool = False) -> Path:
     return out
 
 
+_LUT = 64  # entries of DecodeParams::split_lut
+
+
 class _DecodeParams(ctypes.Structure):
     _fields_ = [
         ("q", ctypes.c_void_p), ("q_sb", ctypes.c_int64), ("q_sh", ctypes.c_int64),
@@ -87,7 +90,7 @@ class _DecodeParams(ctypes.Structure):
         ("out", ctypes.c_void_p), ("o_sb", ctypes.c_int64), ("o_sh", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
-        ("l2_evict_first", ctypes.c_int),
+        ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
     ]
 
 
@@ -255,6 +258,13 @@ class CudaDecodeConfig:
                      and the lines it would evict, e.g. the model's weights, stay): H200, ninth session, the
                      loads alone 14% faster at 128K batch 32 (760 -> 656 us), the full call 1-3% faster at
                      every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
+    adaptive_splits: each sequence runs the INT2 split count the split model picks for its own length
+                     (a 64-entry table over the plan's length range, DecodeParams::split_lut), not the one
+                     planned for the longest length the plan allows: a plan made for the pool's capacity
+                     (the paged cache's, so that its decode step can be graph-captured) or a batch mixing
+                     long and short sequences no longer gives short ones splits of a few tiles each and a
+                     merge of many near-empty partials. The unused CTAs return before any memory access
+                     but the length. Explicit split counts and the cluster variants keep every split.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -265,6 +275,7 @@ class CudaDecodeConfig:
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
+    adaptive_splits: bool = True
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
@@ -289,6 +300,19 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
         if t < best_t - 1e-9:
             best, best_t = n, t
     return best
+
+
+def _split_table(max_tiles: int, n_int2: int, adaptive: bool, bh: int, sms: int, per_sm: int,
+                 cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> tuple[int, list[int]]:
+    """``(lut_tiles, split_lut)`` of DecodeParams: a sequence with ntile INT2 tiles (1 <= ntile <= max_tiles) runs
+    ``split_lut[min(_LUT - 1, (ntile - 1) // lut_tiles)]`` of the grid's ``n_int2`` INT2 splits (entry 0 also for
+    ntile = 0). Entry i holds the split model's count for (i + 1) lut_tiles tiles (the top of its range), at
+    least 1 and at most n_int2; not ``adaptive`` (explicit split counts, cluster variants): n_int2 everywhere."""
+    lut_tiles = max(1, -(-max_tiles // _LUT))
+    if not adaptive or n_int2 == 0:
+        return lut_tiles, [n_int2] * _LUT
+    return lut_tiles, [min(n_int2, max(1, _choose_int2_splits(min(max_tiles, (i + 1) * lut_tiles), bh, sms, per_sm,
+                                                              cfg, n_hp, max_ns))) for i in range(_LUT)]
 
 
 class DecodePlan:
@@ -352,6 +376,9 @@ class DecodePlan:
         ns = n_hp_splits + n_int2_splits
         if ns > max_ns:
             raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
+        self.lut_tiles, self.split_lut = _split_table(
+            i2_tiles, n_int2_splits, self.config.adaptive_splits and not explicit and cx == 0, bh, sms, per_sm,
+            self.config, n_hp_splits, max_ns)
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
         self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
@@ -387,6 +414,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
+            self.lut_tiles, (ctypes.c_uint16 * _LUT)(*self.split_lut),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

@@ -40,6 +40,7 @@
 #include <type_traits>
 
 // Parameter blocks: outside the anonymous namespace so the extern "C" entry points keep external linkage.
+constexpr int kSplitLut = 64;  // entries of DecodeParams::split_lut (cuda_ops._LUT; the struct-size check holds them equal)
 struct DecodeParams {
   const void* q;  // [B, HQ, D] T
   int64_t q_sb, q_sh;
@@ -72,6 +73,13 @@ struct DecodeParams {
              // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
              // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory)
   int l2_evict_first;  // 1: the INT2 records are loaded with the L2 evict-first policy (CudaDecodeConfig)
+  // INT2 splits per sequence (a plan sized for the pool's capacity, as the CUDA-graph decode step's, runs
+  // short sequences with the split count planned for their own length): sequence b uses the first
+  // split_lut[min(kSplitLut - 1, (ntile - 1) / lut_tiles)] (entry 0 when ntile = 0) of the n_int2 INT2 splits, ntile = its
+  // INT2 tiles; the others return at once and its merge takes n_hp + that many partials. Entries in
+  // [1, n_int2] (all n_int2 for explicit split counts and the cluster variants; unused when n_int2 = 0).
+  int lut_tiles;
+  uint16_t split_lut[kSplitLut];
 };
 
 struct AppendParams {
@@ -279,7 +287,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int bh = blockIdx.y;
   const int b = bh / p.hkv, kvh = bh % p.hkv;
   const int G = p.group;
-  const int NS = p.n_hp + p.n_int2;
+  const int NS = p.n_hp + p.n_int2;  // the plan's splits: the stride of the partial buffers
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
@@ -287,6 +295,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // each tier below); q, the partial buffers and the output are touched only after it
   if (p.probe == 2 || !p.early) pdl_begin();
   if (p.probe == 2) return;
+  // this sequence's INT2 length and splits (DecodeParams::split_lut); lengths are early reads (p.early)
+  const int len2 = p.int2_lens[b];
+  const int ntile2 = (len2 + kTile - 1) / kTile;
+  const int n_i2 = p.n_int2 == 0 ? 0 : (int)p.split_lut[ntile2 == 0 ? 0 : min(kSplitLut - 1, (ntile2 - 1) / p.lut_tiles)];
+  if (!hp && split - p.n_hp >= n_i2) return;  // an INT2 split this sequence does not use
+  // the splits that run for this sequence and are merged: kept in shared memory until the arrival (as a
+  // register live across the tile loop it would cost a spill at 128 registers)
+  __shared__ int sm_nsb;
+  if (threadIdx.x == 0) sm_nsb = p.n_hp + n_i2;
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
   // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
@@ -484,9 +501,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     uint8_t* ring = smem_raw + warp * STAGES * TB;
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
     const int sp_ = split - p.n_hp;
-    const int len = p.int2_lens[b];
-    const int ntile = (len + kTile - 1) / kTile;
-    const int per = (ntile + p.n_int2 - 1) / p.n_int2;
+    const int len = len2;
+    const int ntile = ntile2;
+    const int per = (ntile + n_i2 - 1) / n_i2;
     const int32_t* table = p.int2_table + b * p.int2_table_s;
     // this warp's tiles: split sp_ takes tiles [t0, t1), its warps every NWARP-th from first (interleaving the
     // splits' tiles instead was measured to gain nothing, tenth session)
@@ -847,10 +864,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
   // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
   __syncthreads();
+  const int NSb = sm_nsb;
   if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
-    sm_last = prev == NS - 1;
+    sm_last = prev == NSb - 1;
   }
   __syncthreads();
   if (!sm_last) return;
@@ -866,7 +884,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const float* obase = p.o_part + (int64_t)bh * NS * G * D;
   const float* lbase = p.lse_part + (int64_t)bh * NS * G;
   const int nitem = G * D / 4;
-  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NS);
+  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NSb);
   const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
@@ -878,24 +896,24 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   if (active) {
 #pragma unroll
     for (int j = 0; j < KF; j++)
-      if (grp + j * ngrp < NS) o[j] = opart_at(grp + j * ngrp, item0);
+      if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
   }
-  for (int i = threadIdx.x; i < NS * G; i += NT) w[i] = __ldcg(lbase + i);
+  for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
   for (int h = warp; h < G; h += NWARP) {
     float mx = -INFINITY;
     bool nan = false;  // fmaxf drops NaN: a split whose lse is NaN must make the whole head NaN (issue 11)
-    for (int s = lane; s < NS; s += 32) { mx = fmaxf(mx, w[s * G + h]); nan |= isnan(w[s * G + h]); }
+    for (int s = lane; s < NSb; s += 32) { mx = fmaxf(mx, w[s * G + h]); nan |= isnan(w[s * G + h]); }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     nan = __any_sync(0xffffffffu, nan);
     float den = 0.f;
     if (mx != -INFINITY)
-      for (int s = lane; s < NS; s += 32) den += exp2f(w[s * G + h] - mx);
+      for (int s = lane; s < NSb; s += 32) den += exp2f(w[s * G + h] - mx);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
     __syncwarp();
-    for (int s = lane; s < NS; s += 32)
+    for (int s = lane; s < NSb; s += 32)
       w[s * G + h] = nan ? __int_as_float(0x7fc00000) : den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
   }
   __syncthreads();
@@ -922,18 +940,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       if (i4 == item0) {  // the loads issued before the weights
 #pragma unroll
         for (int j = 0; j < KF; j++)
-          if (grp + j * ngrp < NS) addw(acc, w[(grp + j * ngrp) * G + h], o[j]);
+          if (grp + j * ngrp < NSb) addw(acc, w[(grp + j * ngrp) * G + h], o[j]);
         s0 = grp + KF * ngrp;
       }
       // further splits (or further items when G * D / 4 > NT), up to 8 loads in flight
-      for (; s0 < NS; s0 += 8 * ngrp) {
+      for (; s0 < NSb; s0 += 8 * ngrp) {
         float4 v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NS) v[j] = opart_at(s0 + j * ngrp, i4);
+          if (s0 + j * ngrp < NSb) v[j] = opart_at(s0 + j * ngrp, i4);
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NS) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
+          if (s0 + j * ngrp < NSb) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
       }
       if (ngrp == 1) store(i4, acc);
       else red[grp * nitem + i4] = acc;
