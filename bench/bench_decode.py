@@ -232,8 +232,8 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
 
 def bench_capacity(B, L, cap, dev):
     """A plan sized for ``cap`` tokens (as the paged cache's graph-captured step plans for its capacity) run at
-    context L: the plan for L itself, the capacity plan with each sequence's own split count
-    (CudaDecodeConfig.adaptive_splits, the default) and with every split running. Returns {label: us}."""
+    context L: the plan for L itself, and the capacity plan with CudaDecodeConfig.adaptive_splits at its default
+    (None), True (each sequence's own split count) and False (every split). Returns {label: us}."""
     from dataclasses import replace
 
     R = copies_for(int2_bytes(B, L))
@@ -242,7 +242,8 @@ def bench_capacity(B, L, cap, dev):
     out = torch.empty_like(q)
     capm = [replace(m, max_int2_len=cap) for m in metas]
     res = {}
-    for label, ms, kw in (("own_plan", metas, {}), ("capacity_adaptive", capm, {}),
+    for label, ms, kw in (("own_plan", metas, {}), ("capacity_default", capm, {}),
+                          ("capacity_adaptive", capm, dict(adaptive_splits=True)),
                           ("capacity_fixed", capm, dict(adaptive_splits=False))):
         plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, ours_config(None, **kw)) for m in ms]
         res[label] = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)

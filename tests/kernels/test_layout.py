@@ -234,3 +234,9 @@ def test_split_table_gives_each_length_the_split_models_count():
             assert lut[min(_LUT - 1, (ntile - 1) // lt)] == min(n, model(top, bh)), (max_tiles, bh, ntile)
     assert _split_table(8192, 31, False, 8, 132, 2, cfg, 2, 200)[1] == [31] * _LUT
     assert _split_table(0, 0, True, 8, 132, 2, cfg, 2, 200)[1] == [0] * _LUT
+    # default (None): per-sequence counts only when the grid is more than one wave of CTAs (one wave: the
+    # unused CTAs would leave the working ones doubled up on some SMs, CudaDecodeConfig.adaptive_splits)
+    assert _split_table(8192, 31, None, 8, 132, 2, cfg, 2, 200)[1] == [31] * _LUT  # 8 x 33 = 264 CTAs, 1 wave
+    n = model(8192, 256)
+    assert _split_table(8192, n, None, 256, 132, 2, cfg, 2, 200) == _split_table(8192, n, True, 256, 132, 2, cfg, 2, 200)
+    assert min(_split_table(8192, n, None, 256, 132, 2, cfg, 2, 200)[1]) < n

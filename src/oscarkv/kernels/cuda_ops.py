@@ -258,13 +258,20 @@ class CudaDecodeConfig:
                      and the lines it would evict, e.g. the model's weights, stay): H200, ninth session, the
                      loads alone 14% faster at 128K batch 32 (760 -> 656 us), the full call 1-3% faster at
                      every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
-    adaptive_splits: each sequence runs the INT2 split count the split model picks for its own length
+    adaptive_splits: True: each sequence runs the INT2 split count the split model picks for its own length
                      (a 64-entry table over the plan's length range, DecodeParams::split_lut), not the one
-                     planned for the longest length the plan allows: a plan made for the pool's capacity
-                     (the paged cache's, so that its decode step can be graph-captured) or a batch mixing
-                     long and short sequences no longer gives short ones splits of a few tiles each and a
-                     merge of many near-empty partials. The unused CTAs return before any memory access
-                     but the length. Explicit split counts and the cluster variants keep every split.
+                     planned for the longest length the plan allows (a plan made for the pool's capacity, as
+                     the paged cache's, so that its decode step can be graph-captured, or a batch mixing long
+                     and short sequences); the unused INT2 CTAs return after reading the length, and the merge
+                     takes only the splits that ran. False: every split runs. None (default): True when the
+                     grid is more than one wave of CTAs, else False. H200, fourteenth session, plans for 128K
+                     (`bench_decode.py --capacity-plan`): at batch 32 the table gives the plan-for-the-length
+                     time (4K 45.7 vs 65.5 us with every split, own plan 45.5; 32K 222.9 vs 226.9, own 221.6);
+                     in a one-wave batch-1 grid it helps at 4K (12.9 vs 14.2, own plan 9.2) but hurts at 32K
+                     (19.7 vs 16.1, own 14.5): the CTAs are placed on SMs in (sequence, KV head)-major order, so
+                     the working ones double up on some SMs while others hold only CTAs that return (a
+                     split-major CTA order, bench/results/2026-12-04_s14_split_major.patch, is the fix to
+                     measure). Explicit split counts and the cluster variants keep every split.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -275,7 +282,7 @@ class CudaDecodeConfig:
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
-    adaptive_splits: bool = True
+    adaptive_splits: bool | None = None
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
@@ -302,13 +309,16 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
     return best
 
 
-def _split_table(max_tiles: int, n_int2: int, adaptive: bool, bh: int, sms: int, per_sm: int,
+def _split_table(max_tiles: int, n_int2: int, adaptive: bool | None, bh: int, sms: int, per_sm: int,
                  cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> tuple[int, list[int]]:
     """``(lut_tiles, split_lut)`` of DecodeParams: a sequence with ntile INT2 tiles (1 <= ntile <= max_tiles) runs
     ``split_lut[min(_LUT - 1, (ntile - 1) // lut_tiles)]`` of the grid's ``n_int2`` INT2 splits (entry 0 also for
     ntile = 0). Entry i holds the split model's count for (i + 1) lut_tiles tiles (the top of its range), at
-    least 1 and at most n_int2; not ``adaptive`` (explicit split counts, cluster variants): n_int2 everywhere."""
+    least 1 and at most n_int2; not ``adaptive``: n_int2 everywhere; None (CudaDecodeConfig.adaptive_splits):
+    adaptive when the grid, bh x (n_hp + n_int2) CTAs, is more than one wave of per_sm x sms."""
     lut_tiles = max(1, -(-max_tiles // _LUT))
+    if adaptive is None:
+        adaptive = bh * (n_hp + n_int2) > per_sm * sms
     if not adaptive or n_int2 == 0:
         return lut_tiles, [n_int2] * _LUT
     return lut_tiles, [min(n_int2, max(1, _choose_int2_splits(min(max_tiles, (i + 1) * lut_tiles), bh, sms, per_sm,
@@ -377,7 +387,7 @@ class DecodePlan:
         if ns > max_ns:
             raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
         self.lut_tiles, self.split_lut = _split_table(
-            i2_tiles, n_int2_splits, self.config.adaptive_splits and not explicit and cx == 0, bh, sms, per_sm,
+            i2_tiles, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits, bh, sms, per_sm,
             self.config, n_hp_splits, max_ns)
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
