@@ -270,8 +270,8 @@ class CudaDecodeConfig:
                      in a one-wave batch-1 grid it helps at 4K (12.9 vs 14.2, own plan 9.2) but hurts at 32K
                      (19.7 vs 16.1, own 14.5): the CTAs are placed on SMs in (sequence, KV head)-major order, so
                      the working ones double up on some SMs while others hold only CTAs that return (a
-                     split-major CTA order, bench/results/2026-12-04_s14_split_major.patch, is the fix to
-                     measure). Explicit split counts and the cluster variants keep every split.
+                     split-major CTA order and a BF16-tier table, bench/results/2026-12-04_s14_per_seq_splits.patch,
+                     are the fixes to measure). Explicit split counts and the cluster variants keep every split.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
