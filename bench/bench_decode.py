@@ -509,6 +509,9 @@ def main():
     ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
                     "(default off: each timed call then pays its full launch latency); append is timed both ways")
     a = ap.parse_args()
+    if not SMOKE and not torch.cuda.is_available():
+        ap.exit(2, "bench_decode.py: this machine has no CUDA GPU, and the benchmarks time CUDA kernels; add --smoke "
+                   "for the small CPU run of the script\n")
     bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
     if bad:
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")

@@ -77,3 +77,14 @@ def test_calibrate_plus_is_centered_per_head_and_key_weighting_is_recorded(tiny_
     # oscar-plus alone runs from --plus-rotations (no --rotations needed)
     assert main(["eval", "--model", str(tiny_ckpt), "--plus-rotations", str(rot), "--methods", "bf16,oscar-plus",
                  "--context", "256", "--score-from", "64", "--sink", "4", "--recent", "16", "--group-size", "32"]) == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU behaviour of `oscar-kv bench`")
+def test_bench_without_a_gpu_runs_the_small_cpu_run_or_says_why_not(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the script writes bench_results.json here
+    assert main(["bench"]) == 0
+    assert "no CUDA GPU" in capsys.readouterr().err
+    assert json.loads((tmp_path / "bench_results.json").read_text())["decode"]
+    assert main(["bench", "--sweep"]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA GPU" in err and len(err.strip().splitlines()) == 1
