@@ -576,28 +576,26 @@ def main():
                 torch.cuda.empty_cache()
         res["probe"] = pr
         dump()
+
+    def tagged_points(spec, label, name, fn):
+        """Points "LxB:X,...": fn(L, B, X) -> dict per point, logged (floats to 0.1) and kept as res[label]."""
+        rows = []
+        for pt in spec.split(","):
+            lb, x = pt.split(":")
+            L, B = (int(v) for v in lb.split("x"))
+            r = fn(L, B, x)
+            rows.append(r)
+            log(name + " " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
+            torch.cuda.empty_cache()
+        res[label] = rows
+        dump()
+
     if a.diag and not SMOKE:
-        dg = []
-        for pt in a.diag.split(","):
-            lb, var = pt.split(":")
-            L, B = (int(x) for x in lb.split("x"))
-            r = dict(L=L, B=B, variant=var, **bench_diag(B, L, dev, var))
-            dg.append(r)
-            log("diag " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
-            torch.cuda.empty_cache()
-        res["diag"] = dg
-        dump()
+        tagged_points(a.diag, "diag", "diag",
+                      lambda L, B, var: dict(L=L, B=B, variant=var, **bench_diag(B, L, dev, var)))
     if a.capacity_plan and not SMOKE:
-        cp = []
-        for pt in a.capacity_plan.split(","):
-            lb, cap = pt.split(":")
-            L, B = (int(x) for x in lb.split("x"))
-            r = dict(L=L, B=B, capacity=int(cap), **bench_capacity(B, L, int(cap), dev))
-            cp.append(r)
-            log("capacity plan " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
-            torch.cuda.empty_cache()
-        res["capacity_plan"] = cp
-        dump()
+        tagged_points(a.capacity_plan, "capacity_plan", "capacity plan",
+                      lambda L, B, cap: dict(L=L, B=B, capacity=int(cap), **bench_capacity(B, L, int(cap), dev)))
     if a.read_floor and not SMOKE:
         rf = []
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
