@@ -80,11 +80,11 @@ def test_calibrate_plus_is_centered_per_head_and_key_weighting_is_recorded(tiny_
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU behaviour of `oscar-kv bench`")
-def test_bench_without_a_gpu_runs_the_small_cpu_run_or_says_why_not(tmp_path, monkeypatch, capsys):
+def test_bench_without_a_gpu_runs_the_small_cpu_run_or_says_why_not(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)  # the script writes bench_results.json here
     assert main(["bench"]) == 0
-    assert "no CUDA GPU" in capsys.readouterr().err
+    assert "no CUDA GPU" in capfd.readouterr().err
     assert json.loads((tmp_path / "bench_results.json").read_text())["decode"]
-    assert main(["bench", "--sweep"]) == 2
-    err = capsys.readouterr().err
+    assert main(["bench", "--sweep"]) == 2  # refused by the script (stderr of the subprocess: capfd)
+    err = capfd.readouterr().err
     assert "no CUDA GPU" in err and len(err.strip().splitlines()) == 1

@@ -506,10 +506,7 @@ def cmd_bench(a) -> int:
     if not script.exists():
         raise NotFoundError(f"{script} not found: `oscar-kv bench` runs from a source checkout")
     args = [x for x in a.args if x != "--"]
-    if not torch.cuda.is_available() and "--smoke" not in args:  # the benchmarks time CUDA kernels
-        if args:
-            raise InputError(f"`oscar-kv bench {' '.join(args)}` times the CUDA kernels and this machine has no "
-                             "CUDA GPU; run `oscar-kv bench` alone (or with --smoke) for the small CPU run")
+    if not args and not torch.cuda.is_available():  # with arguments, the script itself refuses a CPU-only machine
         print("no CUDA GPU: the small CPU run of the benchmark script (--smoke: the torch / Triton paths on tiny "
               "shapes, no timings that mean anything)", file=sys.stderr)
         args = ["--smoke"]
