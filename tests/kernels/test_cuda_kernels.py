@@ -119,12 +119,15 @@ def test_cuda_decode_early_reads(variant):
                      config=CudaDecodeConfig(variant=variant, early_reads=True), **kw)
 
 
+@pytest.mark.parametrize("merge_l1", [False, True])
 @pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 8])
-def test_cuda_decode_many_splits_merge(G, variant):
+def test_cuda_decode_many_splits_merge(G, variant, merge_l1):
     """The last CTA's merge with many splits: thread groups over the splits (16-warp CTAs, small G) and more
-    outputs than threads (G = 8 on 4 warps); an odd group size (3) leaves threads without a whole group."""
-    _decode_case([30000, 5000], 128, G, hkv=2, seed=40 + G, n_int2_splits=57, config=CudaDecodeConfig(variant=variant))
+    outputs than threads (G = 8 on 4 warps); an odd group size (3) leaves threads without a whole group; the
+    partials past each thread's first 12 read through L1 (merge_l1) or from L2."""
+    _decode_case([30000, 5000], 128, G, hkv=2, seed=40 + G, n_int2_splits=57,
+                 config=CudaDecodeConfig(variant=variant, merge_l1=merge_l1))
 
 
 def test_cuda_decode_fp16_and_long_single_sequence():
@@ -307,10 +310,11 @@ def test_cuda_decode_capacity_plan_runs_each_sequence_with_its_splits(variant, d
     for adaptive in (True, False):
         plan = DecodePlan(len(lens), 2 * G, 2, d, cap, "cuda", torch.bfloat16,
                           CudaDecodeConfig(variant=variant, adaptive_splits=adaptive))
-        if adaptive:  # the short rows of this batch run fewer INT2 splits than the grid has
-            assert plan.split_lut[0] < plan.n_int2 and plan.split_lut[-1] == plan.n_int2
+        if adaptive:  # the short rows of this batch run fewer INT2 splits than the grid has, split-major
+            assert plan.split_lut[0] < plan.n_int2 and plan.split_lut[-1] == plan.n_int2 and plan.split_major
         else:
-            assert plan.split_lut == [plan.n_int2] * len(plan.split_lut)
+            assert plan.split_lut == [plan.n_int2] * len(plan.split_lut) and not plan.split_major
+            assert plan.hp_lut == [plan.n_hp] * len(plan.hp_lut)
         out = decode_attention(q, pool, m, plan=plan).clone()
         torch.cuda.synchronize()
         assert not plan.counters.any()

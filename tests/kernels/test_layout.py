@@ -217,26 +217,35 @@ def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
         assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61
 
 
-def test_split_table_gives_each_length_the_split_models_count():
-    """DecodeParams::split_lut (CPU): a sequence of ntile INT2 tiles runs the split model's count for the top of
-    its 1/64 of the plan's range, between 1 and the grid's count, the grid's count at the top of the range; a
-    fixed table for explicit split counts; zeros without an INT2 tier."""
-    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_int2_splits, _split_table
+def test_split_tables_give_each_length_the_plans_counts():
+    """DecodeParams::split_lut / hp_lut (CPU): a sequence of ntile INT2 tiles runs the plan's BF16-tier and INT2
+    split counts for the top of its 1/64 of the plan's range; the grid holds the largest of each (a short INT2
+    tier takes more BF16-tier splits); constant tables for explicit counts; the default (None) adapts only
+    grids of more than one wave."""
+    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_hp_splits, _choose_int2_splits, _split_tables
 
     cfg = CudaDecodeConfig()
-    model = lambda tiles, bh: _choose_int2_splits(tiles, bh, 132, 2, cfg, 2, 200)  # noqa: E731
-    for max_tiles, bh in [(8192, 8), (8192, 256), (2048, 16), (100, 1), (70, 3), (1, 8)]:
-        n = model(max_tiles, bh)
-        lt, lut = _split_table(max_tiles, n, True, bh, 132, 2, cfg, 2, 200)
-        assert len(lut) == _LUT and all(1 <= x <= n for x in lut) and lut[-1] == n
-        for ntile in {1, 7, max(1, max_tiles // 3), max_tiles}:
-            top = min(max_tiles, ((ntile - 1) // lt + 1) * lt)
-            assert lut[min(_LUT - 1, (ntile - 1) // lt)] == min(n, model(top, bh)), (max_tiles, bh, ntile)
-    assert _split_table(8192, 31, False, 8, 132, 2, cfg, 2, 200)[1] == [31] * _LUT
-    assert _split_table(0, 0, True, 8, 132, 2, cfg, 2, 200)[1] == [0] * _LUT
-    # default (None): per-sequence counts only when the grid is more than one wave of CTAs (one wave: the
-    # unused CTAs would leave the working ones doubled up on some SMs, CudaDecodeConfig.adaptive_splits)
-    assert _split_table(8192, 31, None, 8, 132, 2, cfg, 2, 200)[1] == [31] * _LUT  # 8 x 33 = 264 CTAs, 1 wave
-    n = model(8192, 256)
-    assert _split_table(8192, n, None, 256, 132, 2, cfg, 2, 200) == _split_table(8192, n, True, 256, 132, 2, cfg, 2, 200)
-    assert min(_split_table(8192, n, None, 256, 132, 2, cfg, 2, 200)[1]) < n
+    for i2, hp, bh in [(8192, 20, 8), (8192, 20, 256), (2048, 20, 16), (100, 4, 1), (70, 0, 3), (1, 20, 8)]:
+        h0 = _choose_hp_splits(hp, i2, bh, 132, 2, 8, cfg)
+        n0 = _choose_int2_splits(i2, bh, 132, 2, cfg, h0, 200)
+        n_hp, n_i2, lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200)
+        assert len(hl) == len(il) == _LUT and n_hp == max(hl) and n_i2 == max(il)
+        assert hl[-1] == h0 and il[-1] == n0  # the top of the range: the plan for the maxima
+        assert all(1 <= x for x in il) and all((x >= 1) == (hp > 0) for x in hl)
+        for ntile in {1, 7, max(1, i2 // 3), i2}:
+            e = min(_LUT - 1, (ntile - 1) // lt)
+            top = min(i2, (e + 1) * lt)
+            h = _choose_hp_splits(hp, top, bh, 132, 2, 8, cfg)
+            assert (hl[e], il[e]) == (h, max(1, _choose_int2_splits(top, bh, 132, 2, cfg, h, 200))), (i2, bh, ntile)
+    # 128K batch 1 (Qwen3-8B shape, variant 4): 4K rows take 3 BF16-tier splits (one hp tile per warp while the
+    # INT2 tier is short), 128K rows 2, so the grid has 3 + 31
+    h0 = _choose_hp_splits(20, 8192, 8, 132, 2, 8, cfg)
+    n_hp, n_i2, lt, hl, il = _split_tables(20, 8192, h0, _choose_int2_splits(8192, 8, 132, 2, cfg, h0, 200), True, 8,
+                                           132, 2, 8, cfg, 200)
+    assert (h0, n_hp, hl[(256 - 1) // lt], hl[-1]) == (2, 3, 3, 2)
+    assert _split_tables(20, 8192, 2, 31, False, 8, 132, 2, 8, cfg, 200)[3:] == ([2] * _LUT, [31] * _LUT)
+    assert _split_tables(20, 0, 1, 0, True, 8, 132, 2, 8, cfg, 200)[3:] == ([1] * _LUT, [0] * _LUT)
+    assert _split_tables(20, 8192, 2, 31, None, 8, 132, 2, 8, cfg, 200)[4] == [31] * _LUT  # 264 CTAs: one wave
+    h0 = _choose_hp_splits(20, 8192, 256, 132, 2, 8, cfg)
+    n0 = _choose_int2_splits(8192, 256, 132, 2, cfg, h0, 200)
+    assert min(_split_tables(20, 8192, h0, n0, None, 256, 132, 2, 8, cfg, 200)[4]) < n0

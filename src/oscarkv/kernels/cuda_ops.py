@@ -91,6 +91,7 @@ class _DecodeParams(ctypes.Structure):
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
+        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_l1", ctypes.c_int),
     ]
 
 
@@ -258,20 +259,26 @@ class CudaDecodeConfig:
                      and the lines it would evict, e.g. the model's weights, stay): H200, ninth session, the
                      loads alone 14% faster at 128K batch 32 (760 -> 656 us), the full call 1-3% faster at
                      every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
-    adaptive_splits: True: each sequence runs the INT2 split count the split model picks for its own length
-                     (a 64-entry table over the plan's length range, DecodeParams::split_lut), not the one
-                     planned for the longest length the plan allows (a plan made for the pool's capacity, as
-                     the paged cache's, so that its decode step can be graph-captured, or a batch mixing long
-                     and short sequences); the unused INT2 CTAs return after reading the length, and the merge
-                     takes only the splits that ran. False: every split runs. None (default): True when the
+    adaptive_splits: True: each sequence runs the BF16-tier and INT2 split counts the plan would pick for its own
+                     length (two 64-entry tables over the plan's INT2 length range, DecodeParams::split_lut /
+                     hp_lut; the grid holds the largest count of each), not the ones planned for the longest
+                     length the plan allows (a plan made for the pool's capacity, as the paged cache's, so that
+                     its decode step can be graph-captured, or a batch mixing long and short sequences); the
+                     CTAs a sequence does not use return after reading its length, the splits that run write
+                     partial slots 0.. (hp first) and the merge takes only those; the CTAs are then dispatched
+                     split-major (every (sequence, KV head)'s split 0, then split 1, ...) so that the working
+                     ones spread over the SMs. False: every split runs. None (default): True when the planned
                      grid is more than one wave of CTAs, else False. H200, fourteenth session, plans for 128K
-                     (`bench_decode.py --capacity-plan`): at batch 32 the table gives the plan-for-the-length
-                     time (4K 45.7 vs 65.5 us with every split, own plan 45.5; 32K 222.9 vs 226.9, own 221.6);
-                     in a one-wave batch-1 grid it helps at 4K (12.9 vs 14.2, own plan 9.2) but hurts at 32K
-                     (19.7 vs 16.1, own 14.5): the CTAs are placed on SMs in (sequence, KV head)-major order, so
-                     the working ones double up on some SMs while others hold only CTAs that return (a
-                     split-major CTA order and a BF16-tier table, bench/results/2026-12-04_s14_per_seq_splits.patch,
-                     are the fixes to measure). Explicit split counts and the cluster variants keep every split.
+                     with INT2 tables only and the (sequence, KV head)-major order (`bench_decode.py
+                     --capacity-plan`): batch 32 at the time of the plan for the length (4K 45.7 vs 65.5 us with
+                     every split, own plan 45.5; 32K 222.9 vs 226.9, own 221.6); batch 1 at 4K 12.9 vs 14.2 (own
+                     plan 9.2: 3 BF16-tier splits, the capacity plan's 2), at 32K 19.7 vs 16.1 (own 14.5: the
+                     working CTAs doubled up on some SMs). The BF16-tier table and the split-major order are
+                     the answers to those two, not yet measured (bench/run_gpu_next.sh). Explicit split counts
+                     and the cluster variants keep every split.
+    merge_l1:        the last CTA's merge prefetches each thread's partial outputs past the first 12 into L1
+                     and reads them from there, instead of a second L2 round trip after the weights (a batch-1
+                     call with many splits, e.g. 33 at 128K). Not yet measured (bench/run_gpu_next.sh): off.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -283,6 +290,7 @@ class CudaDecodeConfig:
     early_reads: bool = False
     l2_evict_first: bool = True
     adaptive_splits: bool | None = None
+    merge_l1: bool = False
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
@@ -309,20 +317,38 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
     return best
 
 
-def _split_table(max_tiles: int, n_int2: int, adaptive: bool | None, bh: int, sms: int, per_sm: int,
-                 cfg: CudaDecodeConfig, n_hp: int, max_ns: int) -> tuple[int, list[int]]:
-    """``(lut_tiles, split_lut)`` of DecodeParams: a sequence with ntile INT2 tiles (1 <= ntile <= max_tiles) runs
-    ``split_lut[min(_LUT - 1, (ntile - 1) // lut_tiles)]`` of the grid's ``n_int2`` INT2 splits (entry 0 also for
-    ntile = 0). Entry i holds the split model's count for (i + 1) lut_tiles tiles (the top of its range), at
-    least 1 and at most n_int2; not ``adaptive``: n_int2 everywhere; None (CudaDecodeConfig.adaptive_splits):
-    adaptive when the grid, bh x (n_hp + n_int2) CTAs, is more than one wave of per_sm x sms."""
-    lut_tiles = max(1, -(-max_tiles // _LUT))
+def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: int, warps: int,
+                      cfg: CudaDecodeConfig) -> int:
+    """Split count of the BF16 sink / recent tier: ~hp_tiles_per_warp hp tiles per warp (CudaDecodeConfig); one
+    split once the batch alone gives every SM a CTA (H200, twelfth session: 4K batch 32, 1 + 1 splits 45 us vs
+    3 + 3 53 us; at 32K and 128K within noise); 0 without hp tiles."""
+    if hp_tiles == 0:
+        return 0
+    per_warp = cfg.hp_tiles_per_warp or (1 if i2_tiles <= 1024 else 2)
+    return 1 if bh >= sms else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-per_sm * sms // bh)))
+
+
+def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive: bool | None, bh: int, sms: int,
+                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int) -> tuple[int, int, int, list[int], list[int]]:
+    """``(n_hp, n_int2, lut_tiles, hp_lut, split_lut)``: the grid's split counts and DecodeParams' tables. A
+    sequence with ntile INT2 tiles (1 <= ntile <= i2_tiles) runs the first ``hp_lut[e]`` / ``split_lut[e]`` of the
+    grid's BF16-tier / INT2 splits, e = min(_LUT - 1, (ntile - 1) // lut_tiles) (0 also for ntile = 0). Entry e
+    holds the plan's counts for a sequence of (e + 1) lut_tiles tiles (the top of its range; _choose_hp_splits,
+    _choose_int2_splits), and the grid takes the largest of each. Not ``adaptive``: the given counts everywhere;
+    None (CudaDecodeConfig.adaptive_splits): adaptive when the given grid, bh (n_hp + n_int2) CTAs, is more
+    than one wave of per_sm x sms."""
+    lut_tiles = max(1, -(-i2_tiles // _LUT))
     if adaptive is None:
         adaptive = bh * (n_hp + n_int2) > per_sm * sms
     if not adaptive or n_int2 == 0:
-        return lut_tiles, [n_int2] * _LUT
-    return lut_tiles, [min(n_int2, max(1, _choose_int2_splits(min(max_tiles, (i + 1) * lut_tiles), bh, sms, per_sm,
-                                                              cfg, n_hp, max_ns))) for i in range(_LUT)]
+        return n_hp, n_int2, lut_tiles, [n_hp] * _LUT, [n_int2] * _LUT
+    hp_lut, i2_lut = [], []
+    for e in range(_LUT):
+        top = min(i2_tiles, (e + 1) * lut_tiles)
+        h = _choose_hp_splits(hp_tiles, top, bh, sms, per_sm, warps, cfg)
+        hp_lut.append(h)
+        i2_lut.append(max(1, _choose_int2_splits(top, bh, sms, per_sm, cfg, h, max_ns)))
+    return max(hp_lut), max(i2_lut), lut_tiles, hp_lut, i2_lut
 
 
 class DecodePlan:
@@ -350,7 +376,6 @@ class DecodePlan:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         dev = torch.device(device)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        cap = per_sm * sms
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         bh = batch * num_kv_heads
@@ -358,11 +383,7 @@ class DecodePlan:
         # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
         max_ns = warps * (8 * head_dim - 128) // self.group
         if n_hp_splits is None:
-            # ~hp_tiles_per_warp hp tiles per warp; one split once the batch alone gives every SM a CTA (H200,
-            # twelfth session: 4K batch 32, 1 + 1 splits 45 us vs 3 + 3 53 us; at 32K and 128K within noise)
-            per_warp = self.config.hp_tiles_per_warp or (1 if i2_tiles <= 1024 else 2)
-            n_hp_splits = 0 if hp_tiles == 0 else (
-                1 if bh >= sms else max(1, min(-(-hp_tiles // (per_warp * warps)), -(-cap // bh))))
+            n_hp_splits = _choose_hp_splits(hp_tiles, i2_tiles, bh, sms, per_sm, warps, self.config)
         if n_int2_splits is None:
             n_int2_splits = _choose_int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns)
         if n_hp_splits + n_int2_splits == 0:
@@ -382,13 +403,16 @@ class DecodePlan:
                 n_hp_splits = min(n_hp_splits, cx - 1)  # the planned hp splits, the rest of the cluster INT2
                 n_int2_splits = cx - n_hp_splits
             max_ns = cx
+        # per-sequence split counts (CudaDecodeConfig.adaptive_splits): the grid may grow to the largest count
+        # any length in the plan's range takes (a short INT2 tier takes more BF16-tier splits)
+        n_hp_splits, n_int2_splits, self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
+            hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
+            bh, sms, per_sm, warps, self.config, max_ns)
+        self.split_major = int(min(self.split_lut) < n_int2_splits or min(self.hp_lut) < n_hp_splits)
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
         ns = n_hp_splits + n_int2_splits
         if ns > max_ns:
             raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
-        self.lut_tiles, self.split_lut = _split_table(
-            i2_tiles, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits, bh, sms, per_sm,
-            self.config, n_hp_splits, max_ns)
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
         self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
@@ -424,7 +448,8 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
-            self.lut_tiles, (ctypes.c_uint16 * _LUT)(*self.split_lut),
+            self.lut_tiles, (ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut),
+            self.split_major, int(self.config.merge_l1),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

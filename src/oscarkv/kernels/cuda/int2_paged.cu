@@ -73,13 +73,18 @@ struct DecodeParams {
              // code unpack (the MMAs take the raw words), 7 = no INT2 loads after the first ring fill (math only),
              // 8 = probe 1's loads as plain 16-byte loads into registers (no shared memory)
   int l2_evict_first;  // 1: the INT2 records are loaded with the L2 evict-first policy (CudaDecodeConfig)
-  // INT2 splits per sequence (a plan sized for the pool's capacity, as the CUDA-graph decode step's, runs
-  // short sequences with the split count planned for their own length): sequence b uses the first
-  // split_lut[min(kSplitLut - 1, (ntile - 1) / lut_tiles)] (entry 0 when ntile = 0) of the n_int2 INT2 splits, ntile = its
-  // INT2 tiles; the others return at once and its merge takes n_hp + that many partials. Entries in
-  // [1, n_int2] (all n_int2 for explicit split counts and the cluster variants; unused when n_int2 = 0).
+  // Splits per sequence (a plan sized for the pool's capacity, as the CUDA-graph decode step's, runs short
+  // sequences with the split counts planned for their own length): with ntile = sequence b's INT2 tiles and
+  // e = min(kSplitLut - 1, (ntile - 1) / lut_tiles) (0 when ntile = 0), b uses the first split_lut[e] of the n_int2
+  // INT2 splits and the first hp_lut[e] of the n_hp BF16-tier splits; the others return at once, and the
+  // splits that run write partial slots 0 .. hp_lut[e] + split_lut[e] - 1 (hp first), which its merge takes.
+  // Entries in [1, n_int2] / [1, n_hp] (0 where the tier has no split); constant = n_int2 / n_hp for explicit
+  // split counts and the cluster variants.
   int lut_tiles;
   uint16_t split_lut[kSplitLut];
+  uint16_t hp_lut[kSplitLut];
+  int split_major;  // 1: the linear CTA index is read split-major (below)
+  int merge_l1;     // 1: the merge's partial outputs past a thread's first KF go through L1 (see the merge)
 };
 
 struct AppendParams {
@@ -283,8 +288,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
   using M = MmaType<T>;
-  const int split = blockIdx.x;
-  const int bh = blockIdx.y;
+  // grid (NS, B * HKV), CTAs dispatched in linear order. Split-major (p.split_major, set for tables that leave
+  // splits unused) reads that order as every (sequence, KV head)'s split 0, then split 1, ...: the splits that
+  // run come first and spread over the SMs, the CTAs that return at once take the remaining slots. (In the
+  // (sequence, KV head)-major order, a one-wave batch-1 grid planned for 128K and run at 32K put two working
+  // CTAs on some SMs and none on others: 19.7 vs 14.5 us, H200, fourteenth session.)
+  const int lin = blockIdx.y * gridDim.x + blockIdx.x;
+  const int split = p.split_major ? lin / gridDim.y : blockIdx.x;
+  const int bh = p.split_major ? lin % gridDim.y : blockIdx.y;
   const int b = bh / p.hkv, kvh = bh % p.hkv;
   const int G = p.group;
   const int NS = p.n_hp + p.n_int2;  // the plan's splits: the stride of the partial buffers
@@ -295,15 +306,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // each tier below); q, the partial buffers and the output are touched only after it
   if (p.probe == 2 || !p.early) pdl_begin();
   if (p.probe == 2) return;
-  // this sequence's INT2 length and splits (DecodeParams::split_lut); lengths are early reads (p.early)
+  // this sequence's splits (DecodeParams::split_lut / hp_lut); lengths are early reads (p.early)
   const int len2 = p.int2_lens[b];
   const int ntile2 = (len2 + kTile - 1) / kTile;
-  const int n_i2 = p.n_int2 == 0 ? 0 : (int)p.split_lut[ntile2 == 0 ? 0 : min(kSplitLut - 1, (ntile2 - 1) / p.lut_tiles)];
-  if (!hp && split - p.n_hp >= n_i2) return;  // an INT2 split this sequence does not use
-  // the splits that run for this sequence and are merged: kept in shared memory until the arrival (as a
-  // register live across the tile loop it would cost a spill at 128 registers)
-  __shared__ int sm_nsb;
-  if (threadIdx.x == 0) sm_nsb = p.n_hp + n_i2;
+  const int e = ntile2 == 0 ? 0 : min(kSplitLut - 1, (ntile2 - 1) / p.lut_tiles);
+  const int n_i2 = p.n_int2 == 0 ? 0 : (int)p.split_lut[e];
+  const int n_h = p.n_hp == 0 ? 0 : (int)p.hp_lut[e];
+  if (hp ? split >= n_h : split - p.n_hp >= n_i2) return;  // a split this sequence does not use
+  // the splits that run for this sequence (and are merged) and this split's partial slot among them (hp
+  // first): kept in shared memory until the epilogue (as registers live across the tile loop they would cost
+  // a spill at 128 registers)
+  __shared__ int sm_nsb, sm_slot;
+  if (threadIdx.x == 0) {
+    sm_nsb = n_h + n_i2;
+    sm_slot = hp ? split : n_h + (split - p.n_hp);
+  }
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
   // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
@@ -331,7 +348,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     const int len = p.hp_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
-    const int per = (ntile + p.n_hp - 1) / p.n_hp;
+    const int per = (ntile + n_h - 1) / n_h;
     const int t0 = split * per, t1 = min(t0 + per, ntile);
     const int32_t* table = p.hp_table + b * p.hp_table_s;
     const T* khp = reinterpret_cast<const T*>(p.k_hp);
@@ -797,8 +814,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // its own, read by the others through distributed shared memory), else into the global partial buffers
   // that the last CTA merges.
   __shared__ float sm_po[CX > 0 ? 8 * D : 1], sm_pl[CX > 0 ? 8 : 1];
-  float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + split) * G * D;
-  float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + split) * G;
+  const int slot = sm_slot;
+  float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + slot) * G * D;
+  float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + slot) * G;
   for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
     const int h = idx / D, d = idx % D;
     float mm = -1e30f;
@@ -889,14 +907,23 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
   const bool active = grp < ngrp && item0 < nitem;
-  auto opart_at = [&](int s, int i4) {
-    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
+  auto opart_ptr = [&](int s, int i4) {
+    return reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D);
   };
+  auto opart_at = [&](int s, int i4) { return __ldcg(opart_ptr(s, i4)); };
   float4 o[KF];
   if (active) {
 #pragma unroll
     for (int j = 0; j < KF; j++)
       if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
+    // p.merge_l1: every further partial output of this thread is prefetched into this SM's L1 now (no registers)
+    // and read from there below, instead of a second L2 round trip after the weights (issue 7, 128K batch 1:
+    // 33 splits, 17 per thread group, KF = 12). The lines are fetched after the acquire, and no L1 of this grid
+    // holds them otherwise (every other read of the partials bypasses L1, __ldcg).
+    if (p.merge_l1)
+      for (int i4 = item0; i4 < nitem; i4 += per)
+        for (int s = i4 == item0 ? grp + KF * ngrp : grp; s < NSb; s += ngrp)
+          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(opart_ptr(s, i4)));
   }
   for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
@@ -948,7 +975,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         float4 v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NSb) v[j] = opart_at(s0 + j * ngrp, i4);
+          if (s0 + j * ngrp < NSb) v[j] = p.merge_l1 ? __ldca(opart_ptr(s0 + j * ngrp, i4)) : opart_at(s0 + j * ngrp, i4);
 #pragma unroll
         for (int j = 0; j < 8; j++)
           if (s0 + j * ngrp < NSb) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
