@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared in the fourteenth session, not yet run. One H200, < 90 s, carry [".whl", ".kcache"]:
+# Prepared in the fourteenth session, run in the fifteenth (call a). One H200, < 90 s, carry [".whl", ".kcache"]:
 #   bash bench/run_gpu_energy.sh
 # Issue 7, the 128K batch-32 target (5.5x BF16): is the call bound by the board's power cap through the energy of
 # the bytes alone? On one board: the idle power, then clock and power of the full kernel, its loads only (probe

@@ -119,15 +119,15 @@ def test_cuda_decode_early_reads(variant):
                      config=CudaDecodeConfig(variant=variant, early_reads=True), **kw)
 
 
-@pytest.mark.parametrize("merge_l1", [False, True])
+@pytest.mark.parametrize("cta_order", ["split", "sequence"])
 @pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 8])
-def test_cuda_decode_many_splits_merge(G, variant, merge_l1):
+def test_cuda_decode_many_splits_merge(G, variant, cta_order):
     """The last CTA's merge with many splits: thread groups over the splits (16-warp CTAs, small G) and more
     outputs than threads (G = 8 on 4 warps); an odd group size (3) leaves threads without a whole group; the
-    partials past each thread's first 12 read through L1 (merge_l1) or from L2."""
+    CTAs dispatched split-major or (sequence, KV head)-major."""
     _decode_case([30000, 5000], 128, G, hkv=2, seed=40 + G, n_int2_splits=57,
-                 config=CudaDecodeConfig(variant=variant, merge_l1=merge_l1))
+                 config=CudaDecodeConfig(variant=variant, cta_order=cta_order))
 
 
 def test_cuda_decode_fp16_and_long_single_sequence():

@@ -91,7 +91,7 @@ class _DecodeParams(ctypes.Structure):
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
-        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_l1", ctypes.c_int),
+        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int),
     ]
 
 
@@ -276,9 +276,10 @@ class CudaDecodeConfig:
                      working CTAs doubled up on some SMs). The BF16-tier table and the split-major order are
                      the answers to those two, not yet measured (bench/run_gpu_next.sh). Explicit split counts
                      and the cluster variants keep every split.
-    merge_l1:        the last CTA's merge prefetches each thread's partial outputs past the first 12 into L1
-                     and reads them from there, instead of a second L2 round trip after the weights (a batch-1
-                     call with many splits, e.g. 33 at 128K). Not yet measured (bench/run_gpu_next.sh): off.
+    cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
+                     (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
+                     (all splits of a (sequence, KV head) in turn) or None: split-major where the split tables
+                     leave splits unused (the working CTAs first, spread over the SMs), else sequence-major.
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -290,7 +291,7 @@ class CudaDecodeConfig:
     early_reads: bool = False
     l2_evict_first: bool = True
     adaptive_splits: bool | None = None
-    merge_l1: bool = False
+    cta_order: str | None = None
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
@@ -408,7 +409,11 @@ class DecodePlan:
         n_hp_splits, n_int2_splits, self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
             bh, sms, per_sm, warps, self.config, max_ns)
-        self.split_major = int(min(self.split_lut) < n_int2_splits or min(self.hp_lut) < n_hp_splits)
+        order = self.config.cta_order
+        if order not in (None, "split", "sequence"):
+            raise ValueError(f"CudaDecodeConfig.cta_order={order!r}: use 'split', 'sequence' or None")
+        unused = min(self.split_lut) < n_int2_splits or min(self.hp_lut) < n_hp_splits
+        self.split_major = int(order == "split" or (order is None and unused))
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
         ns = n_hp_splits + n_int2_splits
         if ns > max_ns:
@@ -449,7 +454,7 @@ class DecodePlan:
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
             self.lut_tiles, (ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut),
-            self.split_major, int(self.config.merge_l1),
+            self.split_major,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

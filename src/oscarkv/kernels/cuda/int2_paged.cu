@@ -84,7 +84,6 @@ struct DecodeParams {
   uint16_t split_lut[kSplitLut];
   uint16_t hp_lut[kSplitLut];
   int split_major;  // 1: the linear CTA index is read split-major (below)
-  int merge_l1;     // 1: the merge's partial outputs past a thread's first KF go through L1 (see the merge)
 };
 
 struct AppendParams {
@@ -288,8 +287,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
   using M = MmaType<T>;
-  // grid (NS, B * HKV), CTAs dispatched in linear order. Split-major (p.split_major, set for tables that leave
-  // splits unused) reads that order as every (sequence, KV head)'s split 0, then split 1, ...: the splits that
+  // grid (NS, B * HKV), CTAs dispatched in linear order. Split-major (p.split_major: CudaDecodeConfig.cta_order)
+  // reads that order as every (sequence, KV head)'s split 0, then split 1, ...: the splits that
   // run come first and spread over the SMs, the CTAs that return at once take the remaining slots. (In the
   // (sequence, KV head)-major order, a one-wave batch-1 grid planned for 128K and run at 32K put two working
   // CTAs on some SMs and none on others: 19.7 vs 14.5 us, H200, fourteenth session.)
@@ -916,14 +915,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
     for (int j = 0; j < KF; j++)
       if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
-    // p.merge_l1: every further partial output of this thread is prefetched into this SM's L1 now (no registers)
-    // and read from there below, instead of a second L2 round trip after the weights (issue 7, 128K batch 1:
-    // 33 splits, 17 per thread group, KF = 12). The lines are fetched after the acquire, and no L1 of this grid
-    // holds them otherwise (every other read of the partials bypasses L1, __ldcg).
-    if (p.merge_l1)
-      for (int i4 = item0; i4 < nitem; i4 += per)
-        for (int s = i4 == item0 ? grp + KF * ngrp : grp; s < NSb; s += ngrp)
-          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(opart_ptr(s, i4)));
   }
   for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
@@ -975,7 +966,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         float4 v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-          if (s0 + j * ngrp < NSb) v[j] = p.merge_l1 ? __ldca(opart_ptr(s0 + j * ngrp, i4)) : opart_at(s0 + j * ngrp, i4);
+          if (s0 + j * ngrp < NSb) v[j] = opart_at(s0 + j * ngrp, i4);
 #pragma unroll
         for (int j = 0; j < 8; j++)
           if (s0 + j * ngrp < NSb) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);

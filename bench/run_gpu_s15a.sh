@@ -1,6 +1,7 @@
 #!/bin/bash
-# Next device call (branch per-seq-splits; < 4 min on one H200), carry [".whl", ".kcache"] (rebuild .kcache from
-# this branch's source first):   bash bench/run_gpu_next.sh
+# Fifteenth session, device call a (with bench/run_gpu_energy.sh after it; 251 s on one H200), carry [".whl",
+# ".kcache"], on commit c0d4aed (the fourteenth session's per-sequence split patch applied; merge_l1 was removed
+# after this call: no faster):   bash bench/run_gpu_s15a.sh; bash bench/run_gpu_energy.sh
 # Per-sequence BF16-tier + INT2 split tables with the split-major CTA order (CudaDecodeConfig.adaptive_splits):
 # (1) the CUDA kernel tests (the capacity-plan test runs adaptive_splits=True / False), the paged-cache GPU tests;
 # (2) plans for 128K at 4K / 32K / 128K, batch 1 / 8 / 32: own plan, default, adaptive, every split; (3) the merge's
