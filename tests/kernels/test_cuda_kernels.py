@@ -307,19 +307,21 @@ def test_cuda_decode_capacity_plan_runs_each_sequence_with_its_splits(variant, d
     q = (torch.randn(len(lens), 2 * G, d, generator=torch.Generator().manual_seed(71)) * 2).to("cuda", torch.bfloat16)
     ref = decode_attention_torch(q, pool, m, compute_dtype=torch.float64, int8_int2_query=True)
     outs = {}
-    for adaptive in (True, False):
+    for adaptive, order in [(True, None), (False, None), (True, "sequence"), (False, "sequence")]:
         plan = DecodePlan(len(lens), 2 * G, 2, d, cap, "cuda", torch.bfloat16,
-                          CudaDecodeConfig(variant=variant, adaptive_splits=adaptive))
-        if adaptive:  # the short rows of this batch run fewer INT2 splits than the grid has, split-major
-            assert plan.split_lut[0] < plan.n_int2 and plan.split_lut[-1] == plan.n_int2 and plan.split_major
+                          CudaDecodeConfig(variant=variant, adaptive_splits=adaptive, cta_order=order))
+        assert plan.split_major == (order is None)  # None: split-major in grids of at most 3 waves
+        if adaptive:  # the short rows of this batch run fewer INT2 splits than the grid has
+            assert plan.split_lut[0] < plan.n_int2 and plan.split_lut[-1] == plan.n_int2
         else:
-            assert plan.split_lut == [plan.n_int2] * len(plan.split_lut) and not plan.split_major
+            assert plan.split_lut == [plan.n_int2] * len(plan.split_lut)
             assert plan.hp_lut == [plan.n_hp] * len(plan.hp_lut)
         out = decode_attention(q, pool, m, plan=plan).clone()
         torch.cuda.synchronize()
         assert not plan.counters.any()
         assert torch.equal(decode_attention(q, pool, m, plan=plan), out)
         err = rel_err(out, ref)
-        assert err < 8e-3, f"adaptive={adaptive}: rel err {err:.2e} (splits {plan.n_hp}+{plan.n_int2})"
-        outs[adaptive] = out
-    assert rel_err(outs[True], outs[False]) < 8e-3
+        assert err < 8e-3, f"adaptive={adaptive}, order={order}: rel err {err:.2e} (splits {plan.n_hp}+{plan.n_int2})"
+        outs[adaptive, order] = out
+    for key, out in outs.items():
+        assert rel_err(out, outs[True, None]) < 8e-3, key

@@ -217,6 +217,17 @@ def test_cuda_backend_refuses_clearly_without_a_gpu_or_tile16():
         assert (n == 0) == (tiles == 0) and n <= max(1, tiles // 8) and n <= 61
 
 
+def test_cta_order_is_split_major_for_grids_of_at_most_three_waves():
+    """CudaDecodeConfig.cta_order (CPU): None picks split-major up to 3 waves of CTAs, explicit orders win, and a
+    misspelt order is refused in one line naming the choices."""
+    from oscarkv.kernels.cuda_ops import _split_major
+
+    assert _split_major(None, 264, 264) and _split_major(None, 3 * 528, 528) and not _split_major(None, 3 * 528 + 1, 528)
+    assert _split_major("split", 10**6, 528) and not _split_major("sequence", 8, 528)
+    with pytest.raises(ValueError, match="cta_order='splits': use 'split', 'sequence' or None"):
+        _split_major("splits", 8, 528)
+
+
 def test_split_tables_give_each_length_the_plans_counts():
     """DecodeParams::split_lut / hp_lut (CPU): a sequence of ntile INT2 tiles runs the plan's BF16-tier and INT2
     split counts for the top of its 1/64 of the plan's range; the grid holds the largest of each (a short INT2

@@ -267,19 +267,17 @@ class CudaDecodeConfig:
                      CTAs a sequence does not use return after reading its length, the splits that run write
                      partial slots 0.. (hp first) and the merge takes only those; the CTAs are then dispatched
                      split-major (every (sequence, KV head)'s split 0, then split 1, ...) so that the working
-                     ones spread over the SMs. False: every split runs. None (default): True when the planned
-                     grid is more than one wave of CTAs, else False. H200, fourteenth session, plans for 128K
-                     with INT2 tables only and the (sequence, KV head)-major order (`bench_decode.py
-                     --capacity-plan`): batch 32 at the time of the plan for the length (4K 45.7 vs 65.5 us with
-                     every split, own plan 45.5; 32K 222.9 vs 226.9, own 221.6); batch 1 at 4K 12.9 vs 14.2 (own
-                     plan 9.2: 3 BF16-tier splits, the capacity plan's 2), at 32K 19.7 vs 16.1 (own 14.5: the
-                     working CTAs doubled up on some SMs). The BF16-tier table and the split-major order are
-                     the answers to those two, not yet measured (bench/run_gpu_next.sh). Explicit split counts
-                     and the cluster variants keep every split.
+                     ones spread over the SMs. False: every split runs. None: True when the planned grid is
+                     more than one wave of CTAs. H200, fifteenth session, plans for 128K (`bench_decode.py
+                     --capacity-plan`, call a; own plan / True / False, us): batch 1 at 4K 9.2 / 10.7 / 13.9,
+                     32K 14.4 / 15.7 / 15.4, 128K 31.1 all; batch 8 at 4K 20.5 / 18.7 / 24.9, 32K 70.2 / 60.6 /
+                     62.3; batch 32 at 4K 45.6 / 48.6 / 65.4, 32K 212.6 / 214.3 / 249.0, 128K 827.9 / 806.8 /
+                     823.0. Hence True by default (one point 2% slower, 32K batch 1). Explicit split counts and
+                     the cluster variants keep every split.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
-                     (all splits of a (sequence, KV head) in turn) or None: split-major where the split tables
-                     leave splits unused (the working CTAs first, spread over the SMs), else sequence-major.
+                     (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
+                     most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     """
 
     variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
@@ -290,7 +288,7 @@ class CudaDecodeConfig:
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
-    adaptive_splits: bool | None = None
+    adaptive_splits: bool | None = True
     cta_order: str | None = None
 
 
@@ -352,6 +350,20 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
     return max(hp_lut), max(i2_lut), lut_tiles, hp_lut, i2_lut
 
 
+def _split_major(order: str | None, ctas: int, slots: int) -> bool:
+    """CudaDecodeConfig.cta_order -> dispatch the grid split-major? None: where the grid is at most 3 waves of
+    CTAs. H200, fifteenth session, own plans, two runs each (BENCHMARKS.md): split-major is 3-12% faster at batch
+    8 and 1-5% at batch 32 (1-3 waves: with the BF16-tier CTAs interleaved, sequence-major dispatch stacks INT2
+    CTAs on some SMs), equal at batch 1, and 1-9% slower at batch 128 (4-10 waves, where it runs every BF16-tier
+    CTA before the first INT2 one). Plans that leave splits unused in a one-wave grid need it most (fourteenth
+    session: a batch-1 plan for 128K run at 32K, sequence-major 19.7 us, own plan 14.5)."""
+    if order not in (None, "split", "sequence"):
+        raise ValueError(f"CudaDecodeConfig.cta_order={order!r}: use 'split', 'sequence' or None")
+    if order is not None:
+        return order == "split"
+    return ctas <= 3 * slots
+
+
 class DecodePlan:
     """Split counts and workspace of one decode step (shared by all layers with the same shapes).
 
@@ -409,11 +421,7 @@ class DecodePlan:
         n_hp_splits, n_int2_splits, self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
             bh, sms, per_sm, warps, self.config, max_ns)
-        order = self.config.cta_order
-        if order not in (None, "split", "sequence"):
-            raise ValueError(f"CudaDecodeConfig.cta_order={order!r}: use 'split', 'sequence' or None")
-        unused = min(self.split_lut) < n_int2_splits or min(self.hp_lut) < n_hp_splits
-        self.split_major = int(order == "split" or (order is None and unused))
+        self.split_major = int(_split_major(self.config.cta_order, bh * (n_hp_splits + n_int2_splits), per_sm * sms))
         self.n_hp, self.n_int2 = n_hp_splits, n_int2_splits
         ns = n_hp_splits + n_int2_splits
         if ns > max_ns:
