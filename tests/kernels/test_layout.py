@@ -240,20 +240,21 @@ def test_split_tables_give_each_length_the_plans_counts():
         h0 = _choose_hp_splits(hp, i2, bh, 132, 2, 8, cfg)
         n0 = _choose_int2_splits(i2, bh, 132, 2, cfg, h0, 200)
         n_hp, n_i2, lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200)
-        assert len(hl) == len(il) == _LUT and n_hp == max(hl) and n_i2 == max(il)
+        assert len(hl) == len(il) == _LUT and (n_hp, n_i2) == (h0, n0)  # the grid stays the plan's
         assert hl[-1] == h0 and il[-1] == n0  # the top of the range: the plan for the maxima
-        assert all(1 <= x for x in il) and all((x >= 1) == (hp > 0) for x in hl)
+        assert all(1 <= x <= n0 for x in il) and all((x >= 1) == (hp > 0) and x <= h0 for x in hl)
         for ntile in {1, 7, max(1, i2 // 3), i2}:
             e = min(_LUT - 1, (ntile - 1) // lt)
             top = min(i2, (e + 1) * lt)
-            h = _choose_hp_splits(hp, top, bh, 132, 2, 8, cfg)
-            assert (hl[e], il[e]) == (h, max(1, _choose_int2_splits(top, bh, 132, 2, cfg, h, 200))), (i2, bh, ntile)
-    # 128K batch 1 (Qwen3-8B shape, variant 4): 4K rows take 3 BF16-tier splits (one hp tile per warp while the
-    # INT2 tier is short), 128K rows 2, so the grid has 3 + 31
+            h = min(h0, _choose_hp_splits(hp, top, bh, 132, 2, 8, cfg))
+            want = (h, min(n0, max(1, _choose_int2_splits(top, bh, 132, 2, cfg, h, 200))))
+            assert (hl[e], il[e]) == want, (i2, bh, ntile)
+    # 128K batch 1 (Qwen3-8B shape, variant 4): 4K rows would take 3 BF16-tier splits (one hp tile per warp while
+    # the INT2 tier is short), 128K rows 2; the grid stays 2 + 31 and the 4K rows run 2 + 14
     h0 = _choose_hp_splits(20, 8192, 8, 132, 2, 8, cfg)
     n_hp, n_i2, lt, hl, il = _split_tables(20, 8192, h0, _choose_int2_splits(8192, 8, 132, 2, cfg, h0, 200), True, 8,
                                            132, 2, 8, cfg, 200)
-    assert (h0, n_hp, hl[(256 - 1) // lt], hl[-1]) == (2, 3, 3, 2)
+    assert (h0, n_hp, n_i2, hl[(256 - 1) // lt], il[(256 - 1) // lt]) == (2, 2, 31, 2, 14)
     assert _split_tables(20, 8192, 2, 31, False, 8, 132, 2, 8, cfg, 200)[3:] == ([2] * _LUT, [31] * _LUT)
     assert _split_tables(20, 0, 1, 0, True, 8, 132, 2, 8, cfg, 200)[3:] == ([1] * _LUT, [0] * _LUT)
     assert _split_tables(20, 8192, 2, 31, None, 8, 132, 2, 8, cfg, 200)[4] == [31] * _LUT  # 264 CTAs: one wave
