@@ -38,9 +38,10 @@ def test_cuda_append_matches_reference_bit_for_bit(d, chunks, k_clip):
     _pools_equal(pa, pb)
     g = torch.Generator().manual_seed(1)
     for _ in range(40):  # decode steps: one row each, a page demoted every 16 steps
-        k = torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda()
-        v = torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda()
-        write_kv(pa, k, v, ca.plan_append(ids, [1] * len(lens)), backend="torch")
+        # the CUDA append reads strided views of one fused projection output (no copy), the reference dense rows
+        qkv = torch.randn(len(lens), 6, d, generator=g).bfloat16().cuda()
+        k, v = qkv[:, 2:4], qkv[:, 4:6]
+        write_kv(pa, k.contiguous(), v.contiguous(), ca.plan_append(ids, [1] * len(lens)), backend="torch")
         write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
     _pools_equal(pa, pb)
 

@@ -49,16 +49,19 @@ def test_write_kv_matches_reference_bit_for_bit(d, group, k_clip, chunks, device
 
 
 def test_decode_steps_with_demotion_match_reference(device):
-    """Many single-token steps: each demotes the oldest recent row into INT2 (fused, one launch)."""
+    """Many single-token steps: each demotes the oldest recent row into INT2 (fused, one launch). The Triton
+    append reads its rows as strided views of one fused projection output (as a fused q/k/v_proj gives them;
+    the paged cache passes them without a copy), the reference dense copies."""
     ca, pa, ids, _ = build([5, 23, 30], backend="torch", device=device)
     cb, pb, _, _ = build([5, 23, 30], backend="triton", device=device)
     g = torch.Generator().manual_seed(1)
     for _ in range(12):
-        k = torch.randn(3, 2, 64, generator=g).bfloat16().to(device)
-        v = torch.randn(3, 2, 64, generator=g).bfloat16().to(device)
+        qkv = torch.randn(3, 8, 64, generator=g).bfloat16().to(device)  # [rows, 4 q + 2 k + 2 v heads, d]
+        k, v = qkv[:, 4:6], qkv[:, 6:8]
+        assert not k.is_contiguous() and not v.is_contiguous()
         plan_a, plan_b = ca.plan_append(ids, [1, 1, 1]), cb.plan_append(ids, [1, 1, 1])
         assert plan_b.fusable and torch.equal(plan_a.demote_src, plan_b.demote_src)
-        write_kv(pa, k, v, plan_a, backend="torch")
+        write_kv(pa, k.contiguous(), v.contiguous(), plan_a, backend="torch")
         write_kv(pb, k, v, plan_b, backend="triton")
     _assert_pools_equal(pa, pb)
 

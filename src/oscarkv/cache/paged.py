@@ -227,8 +227,9 @@ class PagedState:
         if cur is None or not cur["decode"]:
             raise StateError("a paged decode step ran outside a planned decode forward (one token per row after a prefill)")
         pool, kb = self.pools[idx], self.kernel_backend
-        # rows may be strided views (a fused v_proj's slice of a batch): the append kernels take dense rows
-        write_kv(pool, k.contiguous(), v.contiguous(), cur["plan"], backend=kb)
+        # rows may be strided views (a fused q/k/v_proj's slices): every append backend reads them as they are
+        # (row and head strides), so no copy kernel per layer and step
+        write_kv(pool, k, v, cur["plan"], backend=kb)
         plan = self.decode_plan(q.shape[1], q.dtype)
         kw = {} if plan is None else {"plan": plan}
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
