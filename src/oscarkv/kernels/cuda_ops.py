@@ -347,6 +347,8 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
     hp_lut, i2_lut = [], []
     for e in range(_LUT):
         top = min(i2_tiles, (e + 1) * lut_tiles)
+        # (shorter INT2 tiers never take fewer BF16-tier splits in _choose_hp_splits, so with the cap hp_lut is
+        # n_hp throughout today; the kernel's table stays for planners whose BF16-tier count can shrink)
         h = min(n_hp, _choose_hp_splits(hp_tiles, top, bh, sms, per_sm, warps, cfg))
         hp_lut.append(h)
         i2_lut.append(min(n_int2, max(1, _choose_int2_splits(top, bh, sms, per_sm, cfg, h, max_ns))))
