@@ -6,7 +6,10 @@ repo root; issue 7: is the full kernel slower than max(loads only, math only) be
 Variants as in bench_decode. For each probe mode (0 = full kernel, 1 = INT2
 loads only, 6 = no unpack, 7 = math only, 8 = probe 1's loads into registers; bare reads of the same number of bytes,
 264 CTAs x 1024 threads: -1 = bench_decode's read floor (one grid-stride sweep) over random bytes, -2 = one contiguous
-stream per warp over random bytes, -3 = the sweep over zero bytes) the call is replayed
+stream per warp over random bytes, -3 = the sweep over zero bytes; the pool's own INT2 records read the way the
+kernel's lanes read a tile, one KV head's records in block-table order as a split reads them, nothing else
+(bench_decode's --read-records kernel): -4 at 2 CTAs x 256 threads per SM, -5 at the batch-32 kernel's 4 x 128) the
+call is replayed
 for --seconds while nvidia-smi samples the SM clock and power every 100 ms; prints the mean time per call and the
 median clock / power of the samples taken while that mode ran.
 """
@@ -39,8 +42,9 @@ try:
     [bench_decode.variant_spec(v) for v in variants]
 except ValueError as e:
     ap.error(f"variants: {e}")
-if set(modes) - {0, -1, -2, -3, *PROBES}:
-    ap.error(f"--modes: unknown {sorted(set(modes) - {0, -1, -2, -3, *PROBES})}; choose from {sorted({0, -1, -2, -3, *PROBES})}")
+BARE = {-1, -2, -3, -4, -5}
+if set(modes) - BARE - {0, *PROBES}:
+    ap.error(f"--modes: unknown {sorted(set(modes) - BARE - {0, *PROBES})}; choose from {sorted(BARE | {0, *PROBES})}")
 bench_decode.EVICT = not a.no_evict_first
 pool, metas = make_mixed(a.B, a.L, 1, torch.device("cuda"), "tile16", sequential=a.sequential)
 q = torch.randn(a.B, HQ, D, device="cuda", dtype=torch.bfloat16)
@@ -54,11 +58,24 @@ bufs = [torch.empty(n16 * 16, dtype=torch.uint8, device="cuda").random_(0, 256)
 zeros = [torch.zeros(n16 * 16, dtype=torch.uint8, device="cuda") for _ in range(copies_for(nbytes) if -3 in modes else 0)]
 sink = torch.zeros(1, dtype=torch.int32, device="cuda")
 calls = [0]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+table = metas[0].int2_block_tables.reshape(-1).contiguous()  # records of modes -4 / -5
+
+
+def read_records(ctas, threads):
+    from oscarkv.kernels import cuda_ops
+
+    sblk, sh = cuda_ops.check_pool_records(pool)
+    err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), table.data_ptr(), table.numel(), HKV, sblk, sh,
+                                            D, 1, sink.data_ptr(), ctas, threads, torch.cuda.current_stream().cuda_stream)
+    assert err == 0, err
 
 
 def run(v, mode):
     if mode >= 0:
         plans[v].run(q, pool, metas[0], 1.0, out=out, _probe=mode)
+    elif mode in (-4, -5):  # the pool's records (one copy: at batch 32 it is far larger than L2)
+        read_records(2 * sms, 256) if mode == -4 else read_records(4 * sms, 128)
     else:  # a bare read of the same bytes, a different copy each call (misses L2)
         calls[0] += 1
         src = zeros if mode == -3 else bufs
