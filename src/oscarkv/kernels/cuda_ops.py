@@ -261,19 +261,17 @@ class CudaDecodeConfig:
                      every measured shape (BENCHMARKS.md); a cache-hint operand, no extra instruction.
     adaptive_splits: True: each sequence runs the BF16-tier and INT2 split counts the plan would pick for its own
                      length (two 64-entry tables over the plan's INT2 length range, DecodeParams::split_lut /
-                     hp_lut; at most the plan's counts, so the grid is the plan's), not the ones planned for the longest
-                     length the plan allows (a plan made for the pool's capacity, as the paged cache's, so that
-                     its decode step can be graph-captured, or a batch mixing long and short sequences); the
-                     CTAs a sequence does not use return after reading its length, the splits that run write
-                     partial slots 0.. (hp first) and the merge takes only those; the CTAs are then dispatched
-                     split-major (every (sequence, KV head)'s split 0, then split 1, ...) so that the working
-                     ones spread over the SMs. False: every split runs. None: True when the planned grid is
-                     more than one wave of CTAs. H200, fifteenth session, plans for 128K (`bench_decode.py
-                     --capacity-plan`, call a; own plan / True / False, us): batch 1 at 4K 9.2 / 10.7 / 13.9,
-                     32K 14.4 / 15.7 / 15.4, 128K 31.1 all; batch 8 at 4K 20.5 / 18.7 / 24.9, 32K 70.2 / 60.6 /
-                     62.3; batch 32 at 4K 45.6 / 48.6 / 65.4, 32K 212.6 / 214.3 / 249.0, 128K 827.9 / 806.8 /
-                     823.0. Hence True by default (one point 2% slower, 32K batch 1). Explicit split counts and
-                     the cluster variants keep every split.
+                     hp_lut; at most the plan's counts, so the grid is the plan's), not the ones planned for the
+                     longest length the plan allows (a plan made for the pool's capacity, as the paged cache's,
+                     so that its decode step can be graph-captured, or a batch mixing long and short sequences);
+                     the CTAs a sequence does not use return after reading its length, the splits that run write
+                     partial slots 0.. (hp first) and the merge takes only those. False: every split runs. None:
+                     True when the planned grid is more than one wave of CTAs. H200, fifteenth session, plans for
+                     128K (`bench_decode.py --capacity-plan`, call d; own plan / True / False, us): batch 1 at 4K
+                     9.2 / 11.8 / 13.1, 32K 14.4 / 15.3 / 15.4, 128K 31.1 all; batch 8 at 4K 18.1 / 17.9 / 24.0,
+                     32K 65.8 / 62.3 / 57.6; batch 32 at 4K 46.1 / 45.8 / 65.7, 32K 207.9 / 215.3 / 239.5, 128K
+                     789.3 / 813.0 / 815.2. Hence True by default. Explicit split counts and the cluster variants
+                     keep every split.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -328,8 +326,8 @@ def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: i
 
 
 def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive: bool | None, bh: int, sms: int,
-                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int) -> tuple[int, int, int, list[int], list[int]]:
-    """``(n_hp, n_int2, lut_tiles, hp_lut, split_lut)``: the grid's split counts and DecodeParams' tables. A
+                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int) -> tuple[int, list[int], list[int]]:
+    """``(lut_tiles, hp_lut, split_lut)``: DecodeParams' tables for a grid of n_hp + n_int2 splits. A
     sequence with ntile INT2 tiles (1 <= ntile <= i2_tiles) runs the first ``hp_lut[e]`` / ``split_lut[e]`` of the
     grid's BF16-tier / INT2 splits, e = min(_LUT - 1, (ntile - 1) // lut_tiles) (0 also for ntile = 0). Entry e
     holds the plan's counts for a sequence of (e + 1) lut_tiles tiles (the top of its range; _choose_hp_splits,
@@ -343,7 +341,7 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
     if adaptive is None:
         adaptive = bh * (n_hp + n_int2) > per_sm * sms
     if not adaptive or n_int2 == 0:
-        return n_hp, n_int2, lut_tiles, [n_hp] * _LUT, [n_int2] * _LUT
+        return lut_tiles, [n_hp] * _LUT, [n_int2] * _LUT
     hp_lut, i2_lut = [], []
     for e in range(_LUT):
         top = min(i2_tiles, (e + 1) * lut_tiles)
@@ -352,7 +350,7 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
         h = min(n_hp, _choose_hp_splits(hp_tiles, top, bh, sms, per_sm, warps, cfg))
         hp_lut.append(h)
         i2_lut.append(min(n_int2, max(1, _choose_int2_splits(top, bh, sms, per_sm, cfg, h, max_ns))))
-    return n_hp, n_int2, lut_tiles, hp_lut, i2_lut
+    return lut_tiles, hp_lut, i2_lut
 
 
 def _split_major(order: str | None, ctas: int, slots: int) -> bool:
@@ -422,7 +420,7 @@ class DecodePlan:
                 n_int2_splits = cx - n_hp_splits
             max_ns = cx
         # per-sequence split counts (CudaDecodeConfig.adaptive_splits), at most the plan's
-        n_hp_splits, n_int2_splits, self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
+        self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
             bh, sms, per_sm, warps, self.config, max_ns)
         if cx > 0 and self.config.cta_order == "split":
