@@ -356,7 +356,7 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
 def _split_major(order: str | None, ctas: int, slots: int) -> bool:
     """CudaDecodeConfig.cta_order -> dispatch the grid split-major? None: where the grid is at most 3 waves of
     CTAs. H200, fifteenth session, own plans, two runs each (BENCHMARKS.md): split-major is 3-12% faster at batch
-    8 and 1-5% at batch 32 (1-3 waves: with the BF16-tier CTAs interleaved, sequence-major dispatch stacks INT2
+    8 from 4K to 64K (equal at 128K) and 1-5% at batch 32 from 16K to 128K (equal at 4K) (1-3 waves: with the BF16-tier CTAs interleaved, sequence-major dispatch stacks INT2
     CTAs on some SMs), equal at batch 1, and 1-9% slower at batch 128 (4-10 waves, where it runs every BF16-tier
     CTA before the first INT2 one). Plans that leave splits unused in a one-wave grid need it most (fourteenth
     session: a batch-1 plan for 128K run at 32K, sequence-major 19.7 us, own plan 14.5)."""
