@@ -452,16 +452,17 @@ def run_model(name, cfg, args, device, bw, out):
         torch.cuda.empty_cache()
 
 
-GEN_REFS = ("reference", "reference_fp32_attention", "reference_exact")  # gen_long's reference runs
+GEN_REFS = ("reference", "reference_fp32_attention", "reference_exact", "reference_q8", "reference_exact_q8")  # gen_long's reference runs
 
 
 def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     """``model.generate`` (greedy) on the paged cache: a real prefill of ``ctx`` tokens + ``new_tokens`` decode
     steps, then the same tokens teacher-forced through the reference backend (history dequantized to bf16,
     SDPA), through the reference with its decode-step attention in fp32, and through an "exact" reference
-    (history dequantized to fp32 and fp32 decode attention), and the logits of every step compared as in
-    tests/cache/test_gpu_paged.py (max |difference| / max |logit|). R_V is not folded, so the paths share all
-    arithmetic but the attention over the cache."""
+    (history dequantized to fp32 and fp32 decode attention), and the last two with the CUDA kernel's int8 query
+    on the INT2 history ("oscar+q8" on the reference backend: "reference_q8", "reference_exact_q8"), and the
+    logits of every step compared as in tests/cache/test_gpu_paged.py (max |difference| / max |logit|). R_V is
+    not folded, so the paths share all arithmetic but the attention over the cache."""
     import oscarkv.integrations.transformers as tfi
     from oscarkv.methods import LayerPlan
 
@@ -483,12 +484,13 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
         t0 = time.time()
         try:
             extra = dict(max_tokens=ctx + new_tokens + 16) if run == "paged" else dict(backend="reference")
-            cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP, **extra)
+            name = "oscar+q8" if run.endswith("_q8") else "oscar"
+            cache = OscarCache(cfg, name, rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP, **extra)
             if run == "paged" and device == "cpu":
                 cache.use_paged()
             enable_oscar_attention(model, cache, absorb_v_into_o_proj=False)
             tfi.sdpa_attention_forward = sdpa_fp32 if run in ("reference_fp32_attention", "reference_exact") else sdpa
-            if run == "reference_exact":  # history dequantized to fp32 (sink / tail promoted by the concatenation)
+            if run.startswith("reference_exact"):  # history dequantized to fp32 (sink / tail promoted by the concatenation)
                 LayerPlan.dequantize_k = lambda self, q, dtype=torch.float32: deq_k(self, q, torch.float32)
                 LayerPlan.dequantize_v = lambda self, q, dtype=torch.float32: deq_v(self, q, torch.float32)
             with torch.no_grad():
@@ -522,7 +524,8 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
         return [float((x - y).abs().max() / y.abs().max()) for x, y in zip(logits[a], logits[b])]
 
     pairs = [("paged", "reference"), ("paged", "reference_fp32_attention"), ("reference", "reference_fp32_attention"),
-             ("paged", "reference_exact"), ("reference", "reference_exact")]
+             ("paged", "reference_exact"), ("reference", "reference_exact"), ("paged", "reference_q8"),
+             ("paged", "reference_exact_q8"), ("reference_q8", "reference_exact_q8")]
     per_step = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
     res["max_rel_logit_diff"] = {k: max(v) for k, v in per_step.items()}
     res["per_step"] = per_step

@@ -85,6 +85,30 @@ def _compare(name, want_toks, want_logits, got_toks, got_logits, tol=0.04):
         assert margin <= 2 * abs_diff, rec
 
 
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_graph_paged_equals_the_int8_query_reference_128_tokens(kind):
+    """The paged CUDA path against the reference backend with the kernel's int8 query on the INT2 history
+    ("+q8", fifteenth session): the same method, rotations and rounding of q, so what is left is bf16 SDPA
+    against the kernel's fp32 accumulation. Same bound as the comparison with the plain reference below (not yet
+    measured on a GPU when written; the log records the number)."""
+    from dataclasses import replace
+
+    cfg = _config(kind)
+    model = _model(cfg)
+    rot = _rotations(cfg)
+    ids = torch.randint(1, 512, (1, 300), generator=torch.Generator().manual_seed(1)).cuda()
+    paged = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
+    enable_oscar_attention(model, paged)
+    try:
+        toks, logits = graph_generate(model, paged, ids, max_new_tokens=NEW, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    ref = OscarCache(cfg, replace(paged.method, query="int8"), rotations=rot, backend="reference")
+    out = oscar_generate(model, ref, ids, max_new_tokens=NEW)
+    assert ref.segments()["quantized"] > 0
+    _compare(f"{kind} graph paged vs int8-query reference", out.sequences[:, 300:], out.logits, toks, logits)
+
+
 # absorb: R_V folded into the weights (paged: v_proj and o_proj; reference: o_proj). The folds change bf16
 # rounding, which these random bf16 models amplify: measured on the H200 (2026-12-03c, bench/diag_gpu_paged.py,
 # Qwen3, 24 steps) the reference with its fold moves 2.9% from the reference without; the paged path with both

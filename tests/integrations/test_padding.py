@@ -51,6 +51,26 @@ def test_padded_rows_generate_like_each_row_alone(model, config, rotations, path
         disable_oscar_attention(model)
 
 
+def test_padded_rows_with_the_int8_query_reference_generate_like_each_row_alone(model, config, rotations):
+    """"oscar+q8" on the reference backend: each row's quantized slots (scored with the int8 query) start after its
+    own padding and sink, so a padded row generates what it generates alone."""
+    kw = dict(sink=4, recent=16, rotations=rotations, backend="reference")
+    prompts = _prompts()
+    ids, mask = left_pad(prompts)
+    cache = OscarCache(config, "oscar+q8", **kw)
+    enable_oscar_attention(model, cache)
+    try:
+        batched = model.generate(ids, attention_mask=mask, cache=cache, **GEN)
+        assert cache.segments()["quantized"] > 0
+        for b, p in enumerate(prompts):
+            alone_cache = OscarCache(config, "oscar+q8", **kw)
+            enable_oscar_attention(model, alone_cache)
+            alone = model.generate(p, cache=alone_cache, **GEN)
+            assert torch.equal(batched[b, ids.shape[1]:], alone[0, p.shape[1]:]), f"row {b}"
+    finally:
+        disable_oscar_attention(model)
+
+
 def test_unpadded_batch_through_the_hook(model, config):
     ids = torch.randint(1, 100, (2, 30), generator=torch.Generator().manual_seed(3))
     handle = track_padding(model)

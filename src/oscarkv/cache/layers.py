@@ -30,7 +30,7 @@ from ..quant import fake_quantize
 from ..rotation import rotate, unrotate
 from ..rotation.centering import center, uncenter
 from .store import RowStore
-from ..errors import InputError, UnsupportedError
+from ..errors import InputError, StateError, UnsupportedError
 
 
 def _nbytes(*ts: torch.Tensor | None) -> int:
@@ -134,6 +134,7 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.sink, self.recent = method.sink, method.recent
         self.rotated_outputs = False
         self.fresh = False
+        self.q8_mask: torch.Tensor | None = None  # "+q8": the quantized slots of update's keys (quantized_slots)
         self.pad: torch.Tensor | None = None  # [B] left-pad counts; None = no padding
         self.n = 0
 
@@ -162,6 +163,10 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         self.is_initialized = True
 
     def update(self, key_states, value_states, *args, **kwargs):
+        if self.method.query == "int8" and not self.rotated_outputs:  # before anything is stored
+            raise StateError(f"method {self.method.name!r} (+q8) scores the quantized history with an int8 query "
+                             "inside the OSCAR attention function: call oscarkv.integrations.transformers."
+                             "enable_oscar_attention(model, cache) first")
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n_old = self.n
@@ -169,8 +174,11 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
         vr = rotate(center(value_states, self.v_mean), self.v_rot)
         self._append(kr, vr)
         self.fresh = self.rotated_outputs
+        self.q8_mask = None
         if n_old == 0:  # prefill into an empty cache: nothing older to show
             return (kr, vr) if self.rotated_outputs else (key_states, value_states)
+        if self.method.query == "int8":
+            self.q8_mask = self.quantized_slots(n_old, kr.shape[2])
         old_k, old_v = self._stored(n_old)
         if self.rotated_outputs:  # rotated *and* centered: the attention adds rotated_mean(v_mean) back
             return torch.cat([old_k, kr], dim=-2), torch.cat([old_v, vr], dim=-2)
@@ -179,6 +187,14 @@ class MixedWindowLayer(_BatchOpsMixin, CacheLayerMixin):
             torch.cat([uncenter(unrotate(old_k, self.k_unrot), self.k_mean), key_states], dim=-2),
             torch.cat([uncenter(unrotate(old_v, self.v_rot), self.v_mean), value_states], dim=-2),
         )
+
+    def quantized_slots(self, n_old: int, t_new: int) -> torch.Tensor:
+        """[B, n_old + t_new] bool: the slots of the keys ``update`` returns that row b reads quantized (its own
+        sink end <= slot < its quantized end, old tokens only: the new ones are returned as given). "+q8"
+        scores these with the int8 query (``oscarkv.integrations.transformers``)."""
+        j = torch.arange(n_old + t_new, device=self.device)[None, :]
+        hi = torch.clamp(self._quantized_end(), max=n_old)[:, None]
+        return (j >= (self.pad + self.sink)[:, None]) & (j < hi)
 
     def _quantized_end(self) -> torch.Tensor:
         """[B] slot where each row's quantized tokens end (``hi_b`` of the class docstring)."""

@@ -100,10 +100,11 @@ class OscarCache(Cache):
         # (issue 11: OscarCache(cfg, KVMethod(...), sink=0) ignored sink); rotations may be a file path.
         method = resolve_method(method, sink=sink, recent=recent, group_size=group_size,
                                 scale_dtype=scale_dtype, clip=clip, levels=levels, page=page)
-        if method.query != "exact":
-            raise InputError(f"method {method.name!r}: +q8 is an evaluation ablation (oscar-kv eval / ablate) of the "
-                             "CUDA kernel's int8 query; OscarCache takes the method without it (on CUDA its paged "
-                             "kernels score the INT2 history with an int8 query anyway)")
+        if method.query != "exact" and backend != "reference":
+            raise InputError(f"method {method.name!r}: +q8 (the CUDA kernel's int8 query on the INT2 history) runs on "
+                             "backend='reference' only, to reproduce the GPU path's rounding; the paged backend takes "
+                             "the method without it (on CUDA its kernels score the INT2 history with an int8 query "
+                             "anyway)")
         rotations = resolve_rotations(rotations, config)
         text = config.get_text_config(decoder=True)
         layer_types, _ = get_layer_types_and_kwargs(text)

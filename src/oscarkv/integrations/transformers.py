@@ -80,12 +80,43 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     if isinstance(layer, PagedLayer):  # kernels over the paged pools; q and o are (un)rotated inside
         return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed), None
     query = rotate(query, rk)  # [B, H_q, T, d]; each query head uses its KV head's R_K
-    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    q8 = getattr(layer, "q8_mask", None)
+    if q8 is not None:  # "+q8": the quantized history scored with the CUDA kernel's int8 query
+        out, weights = _int8_query_attention(query, key, value, attention_mask, q8, kwargs.get("scaling")), None
+    else:
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1)
     out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
     if rv is not None and not st.absorbed:
         out = unrotate(out, rv, head_axis=-2).contiguous()  # out is [B, T, H_q, d]: o = o_rot @ R_V^T
     return out, weights
+
+
+def _int8_query_attention(query, key, value, attention_mask, quantized, scaling):
+    """Softmax attention in fp32 where the keys of the ``quantized`` slots ``[B, S]`` are scored with
+    ``kernels.reference.int8_query(q)`` and the others with q, as the CUDA decode kernel scores its INT2 history
+    and its BF16 windows (the reference backend's "+q8"). query ``[B, Hq, T, d]`` (rotated), key / value
+    ``[B, Hkv, S, d]``, attention_mask: transformers' SDPA mask (bool, keep = True, or additive) or None
+    (causal, the T queries being the last T positions). Returns ``[B, T, Hq, d]`` in query's dtype."""
+    from ..kernels.reference import int8_query
+
+    b, hq, t, d = query.shape
+    s_len = key.shape[2]
+    scaling = d**-0.5 if scaling is None else scaling
+    g = hq // key.shape[1]
+    k = key.float().repeat_interleave(g, 1)
+    v = value.float().repeat_interleave(g, 1)
+    scores = torch.where(quantized[:, None, None, :], int8_query(query, scaling) @ k.transpose(-1, -2),
+                         query.float() @ k.transpose(-1, -2)) * scaling
+    if attention_mask is None:
+        keep = torch.arange(s_len, device=query.device)[None, :] <= torch.arange(s_len - t, s_len, device=query.device)[:, None]
+        scores = scores.masked_fill(~keep, float("-inf"))
+    elif attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask[..., :s_len], float("-inf"))
+    else:
+        scores = scores + attention_mask[..., :s_len].float()
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.to(query.dtype).transpose(1, 2).contiguous()
 
 
 def register() -> None:
