@@ -19,5 +19,5 @@ t "bench_model rc=$?"; grep -E "oscar_compiled|bf16_compiled|Error|error" "$OUT/
 # (3) issue 8's 128K check against references that reproduce the kernel's int8 query (new: "reference_q8",
 # "reference_exact_q8"; sixth session: paged vs bf16 reference 8.3%, vs exact 7.9%, the references between
 # themselves 5.3%) -- a separate call (~4 min on the 8B at 128K):
-#   python3 bench/bench_model.py --models qwen3-8b --contexts 0 --modes compiled --tput-context 0 \
+#   python3 bench/bench_model.py --models qwen3-8b --contexts "" --modes compiled --tput-context 0 \
 #     --generate-128k 131072 --generate-refs reference_q8,reference_exact_q8,reference_exact --steps 5 --out $OUT/gen.json
