@@ -95,28 +95,25 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
 def _int8_query_attention(query, key, value, attention_mask, quantized, scaling):
     """Softmax attention in fp32 where the keys of the ``quantized`` slots ``[B, S]`` are scored with
     ``kernels.reference.int8_query(q)`` and the others with q, as the CUDA decode kernel scores its INT2 history
-    and its BF16 windows (the reference backend's "+q8"). query ``[B, Hq, T, d]`` (rotated), key / value
-    ``[B, Hkv, S, d]``, attention_mask: transformers' SDPA mask (bool, keep = True, or additive) or None
-    (causal, the T queries being the last T positions). Returns ``[B, T, Hq, d]`` in query's dtype."""
-    from ..kernels.reference import int8_query
+    and its BF16 windows (the reference backend's "+q8"; ``kernels.reference.attend`` per row). query
+    ``[B, Hq, T, d]`` (rotated), key / value ``[B, Hkv, S, d]``, attention_mask: transformers' SDPA mask ``[B, 1,
+    T, S]`` (bool, keep = True, or additive: 0 = keep) or None (causal, the T queries being the last T positions).
+    Returns ``[B, T, Hq, d]`` in query's dtype."""
+    from ..kernels.reference import attend, int8_query
 
     b, hq, t, d = query.shape
     s_len = key.shape[2]
     scaling = d**-0.5 if scaling is None else scaling
-    g = hq // key.shape[1]
-    k = key.float().repeat_interleave(g, 1)
-    v = value.float().repeat_interleave(g, 1)
-    scores = torch.where(quantized[:, None, None, :], int8_query(query, scaling) @ k.transpose(-1, -2),
-                         query.float() @ k.transpose(-1, -2)) * scaling
+    q8 = int8_query(query, scaling)
     if attention_mask is None:
-        keep = torch.arange(s_len, device=query.device)[None, :] <= torch.arange(s_len - t, s_len, device=query.device)[:, None]
-        scores = scores.masked_fill(~keep, float("-inf"))
-    elif attention_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attention_mask[..., :s_len], float("-inf"))
+        pos = torch.arange(s_len, device=query.device)
+        keep = (pos[None, :] <= pos[s_len - t:, None])[None].expand(b, t, s_len)
     else:
-        scores = scores + attention_mask[..., :s_len].float()
-    out = torch.softmax(scores, dim=-1) @ v
-    return out.to(query.dtype).transpose(1, 2).contiguous()
+        m = attention_mask[:, 0, :, :s_len]
+        keep = (m if m.dtype == torch.bool else m >= 0).expand(b, t, s_len)
+    rows = [attend(query[i].float().transpose(0, 1), key[i].float().transpose(0, 1), value[i].float().transpose(0, 1),
+                   scaling, mask=keep[i], q_alt=q8[i].transpose(0, 1), alt=quantized[i]) for i in range(b)]
+    return torch.stack(rows).to(query.dtype)
 
 
 def register() -> None:

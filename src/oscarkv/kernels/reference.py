@@ -94,18 +94,24 @@ def gather_sequence(pool: MixedKVPool, meta: DecodeMeta, b: int, dtype=torch.flo
     return out[0], out[1]
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, mask: torch.Tensor | None = None):
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, mask: torch.Tensor | None = None,
+           q_alt: torch.Tensor | None = None, alt: torch.Tensor | None = None):
     """softmax(q k^T * scale) v in q's dtype: q ``[n_q, Hq, d]``, k/v ``[n_k, Hkv, d]`` (GQA by head grouping).
 
     ``mask`` ``[n_q, n_k]`` bool (True = attend). Rows with no visible key give 0. Non-finite q, k or v
     propagate (NaN out), never turn into a plausible 0: only fully masked rows are zeroed, explicitly.
+    ``q_alt`` (like q) with ``alt`` ``[n_k]`` bool: the keys where alt is True are scored with q_alt instead, in
+    the same softmax (the CUDA kernel's int8 query on its INT2 history, ``int8_query``).
     """
     g = q.shape[1] // k.shape[1]
     if k.shape[0] == 0:
         return torch.zeros(q.shape, dtype=q.dtype, device=q.device)
     kk = k.to(q.dtype).repeat_interleave(g, dim=1)
     vv = v.to(q.dtype).repeat_interleave(g, dim=1)
-    s = torch.einsum("qhd,khd->hqk", q, kk) * sm_scale
+    s = torch.einsum("qhd,khd->hqk", q, kk)
+    if q_alt is not None:
+        s = torch.where(alt, torch.einsum("qhd,khd->hqk", q_alt.to(q.dtype), kk), s)
+    s = s * sm_scale
     if mask is not None:
         s = s.masked_fill(~mask[None], float("-inf"))
     p = torch.softmax(s, dim=-1)
@@ -139,14 +145,8 @@ def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta,
     for b in range(q.shape[0]):
         k, v = gather_sequence(pool, meta, b, dtype=compute_dtype)
         qb = q[b : b + 1].to(compute_dtype)
-        if q8 is None or k.shape[0] == 0:
-            out[b] = attend(qb, k, v, sm_scale)[0]
-            continue
-        # [hp | int2] keys (gather_sequence's order): score each part with its own query, one softmax
-        hl, g = int(meta.hp_lens[b]), q.shape[1] // k.shape[1]
-        kk = k.repeat_interleave(g, dim=1)
-        s = torch.cat([torch.einsum("qhd,khd->hqk", qb, kk[:hl]),
-                       torch.einsum("qhd,khd->hqk", q8[b : b + 1].to(compute_dtype), kk[hl:])], -1) * sm_scale
-        out[b] = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v.repeat_interleave(g, dim=1))[0]
+        # [hp | int2] keys (gather_sequence's order): with q8 the INT2 part is scored with it, one softmax
+        int2 = torch.arange(k.shape[0], device=q.device) >= int(meta.hp_lens[b])
+        out[b] = attend(qb, k, v, sm_scale, q_alt=None if q8 is None else q8[b : b + 1], alt=int2)[0]
     return out
 
