@@ -423,6 +423,8 @@ class DecodePlan:
         self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
             bh, sms, per_sm, warps, self.config, max_ns)
+        # as DecodeParams holds them, built once here rather than in every run (once per layer and step)
+        self._luts_c = ((ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut))
         if cx > 0 and self.config.cta_order == "split":
             raise ValueError(f"variant {v} launches each (sequence, KV head)'s splits as one cluster, in sequence-major "
                              "order; use cta_order=None or 'sequence' with it")
@@ -467,8 +469,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
-            self.lut_tiles, (ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut),
-            self.split_major,
+            self.lut_tiles, *self._luts_c, self.split_major,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))
