@@ -234,7 +234,8 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
 def bench_capacity(B, L, cap, dev):
     """A plan sized for ``cap`` tokens (as the paged cache's graph-captured step plans for its capacity) run at
     context L: the plan for L itself, and the capacity plan with CudaDecodeConfig.adaptive_splits at its default
-    (None), True (each sequence's own split count) and False (every split). Returns {label: us}."""
+    (True since the fifteenth session; None before), True (each sequence's own split counts) and False (every
+    split). Returns {label: us}."""
     from dataclasses import replace
 
     R = copies_for(int2_bytes(B, L))
@@ -333,24 +334,30 @@ def read_floor(nbytes, dev, sms):
     return best
 
 
+def read_records_once(pool, table, order, ctas, threads, sink):
+    """One launch of the records-read probe kernel (oscar_read_records) over ``pool``'s INT2 records listed in
+    ``table`` (block ids, flattened), order 0 = block-outer, 1 = head-outer; ``sink`` an int32 device scalar."""
+    from oscarkv.kernels import cuda_ops
+
+    sblk, sh = cuda_ops.check_pool_records(pool)
+    err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), table.data_ptr(), table.numel(), HKV, sblk, sh,
+                                            D, order, sink.data_ptr(), ctas, threads,
+                                            torch.cuda.current_stream().cuda_stream)
+    assert err == 0, err
+
+
 def read_records(B, L, dev, sms):
     """The pool's records read the way the decode kernel reads a tile, nothing else (oscar_read_records): order
     0 = block-outer (contiguous), 1 = head-outer (one KV head's records in table order, as a split reads them);
     best over grid shapes, and at the decode kernel's own batch-1 grid (one 8-warp CTA per SM). Over R copies
     of the pool so that each call misses L2. Returns a dict of results."""
-    from oscarkv.kernels import cuda_ops
-
     pool, metas = make_mixed(B, L, copies_for(int2_bytes(B, L)), dev, "tile16")
-    sblk, sh = cuda_ops.check_pool_records(pool)
     tables = [m.int2_block_tables.reshape(-1).contiguous() for m in metas]
-    n = tables[0].numel()
-    nbytes = n * HKV * (8 * D + 128)
+    nbytes = tables[0].numel() * HKV * (8 * D + 128)
     sink = torch.zeros(1, dtype=torch.int32, device=dev)
 
     def once(tb, order, ctas, threads):
-        err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), tb.data_ptr(), n, HKV, sblk, sh, D, order,
-                                                sink.data_ptr(), ctas, threads, torch.cuda.current_stream().cuda_stream)
-        assert err == 0, err
+        read_records_once(pool, tb, order, ctas, threads, sink)
 
     out = dict(L=L, B=B, bytes=nbytes)
     for order in (0, 1):

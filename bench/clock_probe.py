@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, "bench")
 import bench_decode  # noqa: E402
-from bench_decode import HKV, HQ, PROBES, D, copies_for, int2_bytes, make_mixed, read_floor_once  # noqa: E402
+from bench_decode import HKV, HQ, PROBES, D, copies_for, int2_bytes, make_mixed, read_floor_once, read_records_once  # noqa: E402
 
 from oscarkv.kernels import DecodePlan  # noqa: E402
 
@@ -62,20 +62,12 @@ sms = torch.cuda.get_device_properties(0).multi_processor_count
 table = metas[0].int2_block_tables.reshape(-1).contiguous()  # records of modes -4 / -5
 
 
-def read_records(ctas, threads):
-    from oscarkv.kernels import cuda_ops
-
-    sblk, sh = cuda_ops.check_pool_records(pool)
-    err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), table.data_ptr(), table.numel(), HKV, sblk, sh,
-                                            D, 1, sink.data_ptr(), ctas, threads, torch.cuda.current_stream().cuda_stream)
-    assert err == 0, err
-
-
 def run(v, mode):
     if mode >= 0:
         plans[v].run(q, pool, metas[0], 1.0, out=out, _probe=mode)
     elif mode in (-4, -5):  # the pool's records (one copy: at batch 32 it is far larger than L2)
-        read_records(2 * sms, 256) if mode == -4 else read_records(4 * sms, 128)
+        ctas, threads = (2 * sms, 256) if mode == -4 else (4 * sms, 128)
+        read_records_once(pool, table, 1, ctas, threads, sink)
     else:  # a bare read of the same bytes, a different copy each call (misses L2)
         calls[0] += 1
         src = zeros if mode == -3 else bufs
