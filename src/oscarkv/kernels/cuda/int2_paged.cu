@@ -906,10 +906,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
   const bool active = grp < ngrp && item0 < nitem;
-  auto opart_ptr = [&](int s, int i4) {
-    return reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D);
+  auto opart_at = [&](int s, int i4) {
+    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
   };
-  auto opart_at = [&](int s, int i4) { return __ldcg(opart_ptr(s, i4)); };
   float4 o[KF];
   if (active) {
 #pragma unroll
