@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from oscarkv.rotation import fold_v_rotation_into_o_proj, rotate, unrotate
+from oscarkv.errors import InputError
+from oscarkv.rotation import expand_heads, fold_v_rotation_into_o_proj, rotate, rotate_with_keys, unrotate
 
 
 def _orth(n, d, seed=0):
@@ -38,3 +39,27 @@ def test_fold_into_o_proj(n_rot):
     ref = unrotate(o_rot, r, head_axis=-2).reshape(3, -1) @ w.T
     got = o_rot.reshape(3, -1) @ fold_v_rotation_into_o_proj(w, r, hq).T
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("b,hq,hkv,t,shared", [(1, 8, 2, 1, False), (3, 4, 4, 2, False), (2, 6, 1, 1, False),
+                                               (2, 8, 4, 1, True), (1, 4, 2, 3, True)])
+def test_rotate_with_keys_equals_rotating_each(b, hq, hkv, t, shared):
+    g = torch.Generator().manual_seed(b * 100 + hq * 10 + hkv)
+    d = 16
+    r = torch.linalg.qr(torch.randn(1 if shared else hkv, d, d, generator=g, dtype=torch.float64))[0].float()
+    q = torch.randn(b, hq, t, d, generator=g)
+    k = torch.randn(b, hkv, t, d, generator=g)
+    rq, rk = rotate_with_keys(q, k, r)
+    assert rq.shape == q.shape and rk.shape == k.shape
+    torch.testing.assert_close(rq, rotate(q, expand_heads(r, hq)))
+    torch.testing.assert_close(rk, rotate(k, r))
+    hq16, hk16 = rotate_with_keys(q.bfloat16(), k.bfloat16(), r)  # float32 math, the rows' dtype back
+    assert hq16.dtype == torch.bfloat16 and hk16.dtype == torch.bfloat16
+    torch.testing.assert_close(hq16, rotate(q.bfloat16(), expand_heads(r, hq)))
+
+
+def test_rotate_with_keys_refuses_mismatched_heads():
+    with pytest.raises(InputError, match="do not match"):
+        rotate_with_keys(torch.zeros(1, 6, 1, 8), torch.zeros(1, 4, 1, 8), torch.eye(8)[None])
+    with pytest.raises(InputError, match="rotations for 2 KV heads"):
+        rotate_with_keys(torch.zeros(1, 4, 1, 8), torch.zeros(1, 2, 1, 8), torch.eye(8).expand(3, 8, 8))

@@ -40,7 +40,7 @@ from transformers.cache_utils import CacheLayerMixin
 
 from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, LayerPlan
-from ..rotation import expand_heads, rotate, unrotate
+from ..rotation import expand_heads, rotate, rotate_with_keys, unrotate
 from ..rotation.centering import add_value_mean, center, rotated_mean
 
 BLOCK_SIZE = 16
@@ -451,18 +451,11 @@ class PagedLayer(CacheLayerMixin):
 
             self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
             self._vm = self.v_mean_rot  # mu_V R_V (lazy_initialization)
-            # the compiled step rotates q [B, Hq, 1, d] and k [B, Hkv, 1, d] in one batched GEMV:
-            # the transforms of both, one per head of cat([q, k], heads) (or one shared matrix)
+            # the compiled step rotates q [B, Hq, 1, d] and k [B, Hkv, 1, d] together when they share R_K:
+            # one GEMM per KV head (rotation.rotate_with_keys), each matrix read once per layer and step
             self._rqk = None
-            if self.q_rot is not None and self.k_rot is not None:
-                if self.plan.k_query_rot is self.plan.k_rot and self.k_rot.shape[0] == 1:
-                    self._rqk = self._rq
-                else:
-                    def heads(r, n):
-                        r = expand_heads(r, n).to(self.device, torch.float32)
-                        return r.expand(n, *r.shape[-2:])
-
-                    self._rqk = torch.cat([heads(self.q_rot, hq), heads(self.k_rot, self.state.num_kv_heads)]).contiguous()
+            if self.q_rot is not None and self.plan.k_query_rot is self.plan.k_rot:
+                self._rqk = self.k_rot.to(self.device, torch.float32).contiguous()
             self._rot_cache_key = hq
         return self._rq, self._rv, self._vm
 
@@ -479,9 +472,8 @@ class PagedLayer(CacheLayerMixin):
                 raise StateError("the compiled paged step runs decode steps only (one token per row)")
             from . import ops  # noqa: F401  (registers torch.ops.oscarkv.paged_decode)
 
-            if self._rqk is not None:  # key arrives centered, not rotated (update): q and k in one GEMV
-                qk = rotate(torch.cat([query, key], dim=1), self._rqk)
-                q, k = qk[:, :hq], qk[:, hq:]
+            if self._rqk is not None:  # key arrives centered, not rotated (update): q and k in one GEMM
+                q, k = rotate_with_keys(query, key, self._rqk)
             else:
                 q, k = rotate(query, rq), rotate(key, self.k_rot)
             scale = scaling if scaling is not None else 1.0 / math.sqrt(q.shape[-1])

@@ -1,6 +1,6 @@
 """Rotations (Hadamard, bit reversal, OSCAR U.H.P), applying them per head, and rotation files."""
 
-from .apply import expand_heads, fold_v_rotation_into_o_proj, rotate, unrotate
+from .apply import expand_heads, fold_v_rotation_into_o_proj, rotate, rotate_with_keys, unrotate
 from .build import (
     COMPOSITIONS,
     bit_reversal_permutation,
@@ -20,6 +20,7 @@ __all__ = [
     "expand_heads",
     "fold_v_rotation_into_o_proj",
     "rotate",
+    "rotate_with_keys",
     "unrotate",
     "bit_reversal_permutation",
     "bit_reverse_indices",

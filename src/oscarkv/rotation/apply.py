@@ -42,6 +42,27 @@ def rotate(x: torch.Tensor, r: torch.Tensor | None, *, inverse: bool = False, he
     return torch.matmul(x.to(dt), r).to(x.dtype)
 
 
+def rotate_with_keys(q: torch.Tensor, k: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rotate(q, r)`` and ``rotate(k, r)`` for queries ``[B, Hq, T, d]`` and keys ``[B, Hkv, T, d]`` that share
+    their KV head's matrix ``r`` ``[Hkv or 1, d, d]`` (``[d, d]``), as one GEMM per KV head (one GEMM when r is
+    shared): a group's query heads and its key are rows of the same product, so each matrix is read once, not
+    once per query head (a decode step's per-layer cost, issue 8)."""
+    b, hq, t, d = q.shape
+    hkv = k.shape[1]
+    if hq % hkv or k.shape != (b, hkv, t, d):
+        raise InputError(f"keys {tuple(k.shape)} do not match queries {tuple(q.shape)} in a GQA layout [B, H, T, d]")
+    r = r.reshape(-1, d, d)
+    if r.shape[0] not in (1, hkv):
+        raise InputError(f"{r.shape[0]} rotations for {hkv} KV heads: give one per KV head or one per layer")
+    g = hq // hkv
+    x = torch.cat([q.reshape(b, hkv, g * t, d), k], dim=2)  # [B, Hkv, (g + 1) T, d]: a group's rows together
+    n = x.shape[2]
+    dt = torch.promote_types(x.dtype, torch.float32)
+    x = x.transpose(0, 1).reshape(hkv if r.shape[0] > 1 else 1, -1, d).to(dt)
+    y = torch.matmul(x, r.to(device=x.device, dtype=dt)).reshape(hkv, b, n, d).transpose(0, 1).to(q.dtype)
+    return y[:, :, : g * t].reshape(b, hq, t, d), y[:, :, g * t:]
+
+
 def unrotate(x: torch.Tensor, r: torch.Tensor | None, *, head_axis: int = -3) -> torch.Tensor:
     """x @ R^T: back to the model's basis (``rotate(..., inverse=True)``)."""
     return rotate(x, r, inverse=True, head_axis=head_axis)

@@ -1,0 +1,116 @@
+"""Where a decode step's wall time goes (issue 8): graph replay time of the compiled decode step with parts of
+it switched off, OSCAR and BF16 in one process. Kernel times under a profiler overlap (PDL starts the append
+and the decode kernel early), so the marginal cost of a part is measured here as the replay time it adds.
+
+    PYTHONPATH=src python3 bench/step_ablate.py --model qwen3-8b --context 131072 --out $OUT/ablate.json
+    PYTHONPATH=src python3 bench/step_ablate.py --smoke       # tiny config on CPU: checks the script
+
+OSCAR variants (one paged cache, the graph re-captured per variant; skipped parts give wrong numbers, only the
+time matters): ``full``; ``no_append`` (write_kv does nothing); ``no_decode`` (the decode kernel does not
+run); ``no_kv`` (neither). BF16 variants (StaticCache + cuDNN SDPA, compiled like bench_model.py): ``full``
+and ``no_attention`` (the attention function returns zeros, a second compilation). Also ``steps_ms``: real
+decode steps (one token each, a page demoted every 8), per OSCAR variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "src"))
+
+import bench_model as bm  # noqa: E402
+import oscarkv.kernels as K  # noqa: E402
+
+
+def oscar_variants(model, cfg, rot, args, device) -> dict:
+    real_write, real_decode = K.write_kv, K.decode_attention
+    skip_write = lambda *a, **k: None  # noqa: E731
+    skip_decode = lambda q, *a, out=None, **k: out  # noqa: E731
+    variants = {"full": (real_write, real_decode), "no_append": (skip_write, real_decode),
+                "no_decode": (real_write, skip_decode), "no_kv": (skip_write, skip_decode)}
+    res = {}
+    with bm.oscar_session(model, cfg, rot, args.context, args.batch, 64, device, compile=True) as s:
+        dec, tok = s["dec"], torch.ones(args.batch, dtype=torch.long, device=device)
+        try:
+            for name, (w, d) in variants.items():
+                K.write_kv, K.decode_attention = w, d  # PagedState.decode_layer imports them at call time
+                dec.graph = None
+                dec.step(tok)  # re-capture with this variant
+                r = {"replay_ms": bm.replay_ms(dec.graph, args.replays, device),
+                     "steps_ms": bm.time_steps(lambda: dec.step(tok), 8, device) * 1e3}
+                res[name] = r
+                bm.log(f"oscar {name:10s} {json.dumps(r)}")
+        finally:
+            K.write_kv, K.decode_attention = real_write, real_decode
+    return res
+
+
+def _zero_attention(module, query, key, value, attention_mask, scaling=None, **kw):
+    return query.new_zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3]), None
+
+
+def bf16_variants(model, cfg, args, device) -> dict:
+    res = {}
+    for name in ("full", "no_attention"):
+        keep = bm._bf16_attention
+        if name == "no_attention":
+            bm._bf16_attention = _zero_attention  # registered by bf16_session under bm.BF16_ATTN
+        try:
+            torch._dynamo.reset()  # a new attention function: a new compilation
+            with bm.bf16_session(model, cfg, args.context, args.batch, device, compile=True) as s:
+                graph, step = bm.capture_bf16(s, device, True, None if device == "cpu" else "CUDNN_ATTENTION")
+                r = {"replay_ms": bm.replay_ms(graph, args.replays, device, before=s["reset"])}
+                res[name] = r
+                bm.log(f"bf16  {name:10s} {json.dumps(r)}")
+        finally:
+            bm._bf16_attention = keep
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="qwen3-8b")
+    ap.add_argument("--context", type=int, default=131072)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--replays", type=int, default=50)
+    ap.add_argument("--no-fuse-projections", action="store_true")
+    ap.add_argument("--out", default="step_ablate.json")
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    device = "cpu" if args.smoke else "cuda"
+    if args.smoke:
+        cfg, args.context, args.replays = bm.tiny_config(), min(args.context, 256), 2
+    else:
+        cfg = bm.load_config(ROOT / "bench" / "configs" / f"{args.model}.json")
+    model = bm.build_model(cfg, device)
+    if not args.no_fuse_projections:
+        from oscarkv.integrations.transformers import fuse_projections
+
+        fuse_projections(model)
+    rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
+    out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
+           "model": "tiny" if args.smoke else args.model, "context": args.context, "batch": args.batch,
+           "copy_bandwidth_Bps": bm.copy_bandwidth(device)}
+    out["oscar"] = oscar_variants(model, cfg, rot, args, device)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    out["bf16"] = bf16_variants(model, cfg, args, device)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    o, b = out["oscar"], out["bf16"]
+    if device != "cpu":
+        bm.log(f"OSCAR: append {o['full']['replay_ms'] - o['no_append']['replay_ms']:.3f} ms, decode "
+               f"{o['full']['replay_ms'] - o['no_decode']['replay_ms']:.3f} ms, both {o['full']['replay_ms'] - o['no_kv']['replay_ms']:.3f} ms; "
+               f"rest {o['no_kv']['replay_ms']:.3f} ms vs BF16 without attention {b['no_attention']['replay_ms']:.3f} ms; "
+               f"BF16 attention {b['full']['replay_ms'] - b['no_attention']['replay_ms']:.3f} ms")
+    bm.log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
