@@ -452,7 +452,8 @@ def run_model(name, cfg, args, device, bw, out):
         torch.cuda.empty_cache()
 
 
-GEN_REFS = ("reference", "reference_fp32_attention", "reference_exact", "reference_q8", "reference_exact_q8")  # gen_long's reference runs
+GEN_REFS = ("reference", "reference_fp32_attention", "reference_exact", "reference_q8", "reference_exact_q8",
+            "paged_triton", "paged_torch")  # gen_long's comparison runs
 
 
 def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
@@ -461,8 +462,9 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     SDPA), through the reference with its decode-step attention in fp32, and through an "exact" reference
     (history dequantized to fp32 and fp32 decode attention), and the last two with the CUDA kernel's int8 query
     on the INT2 history ("oscar+q8" on the reference backend: "reference_q8", "reference_exact_q8"), and the
-    logits of every step compared as in tests/cache/test_gpu_paged.py (max |difference| / max |logit|). R_V is
-    not folded, so the paths share all arithmetic but the attention over the cache."""
+    logits of every step compared as in tests/cache/test_gpu_paged.py (max |difference| / max |logit|);
+    "paged_triton" / "paged_torch": the paged cache teacher-forced on its Triton / torch kernels (exact query).
+    R_V is not folded, so the paths share all arithmetic but the attention over the cache."""
     import oscarkv.integrations.transformers as tfi
     from oscarkv.methods import LayerPlan
 
@@ -483,10 +485,12 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     for run in ("paged", *args.generate_refs):
         t0 = time.time()
         try:
-            extra = dict(max_tokens=ctx + new_tokens + 16) if run == "paged" else dict(backend="reference")
+            extra = dict(max_tokens=ctx + new_tokens + 16) if run.startswith("paged") else dict(backend="reference")
+            if run in ("paged_triton", "paged_torch"):  # the paged cache on another kernel backend (exact query)
+                extra["kernel_backend"] = run.split("_")[1]
             name = "oscar+q8" if run.endswith("_q8") else "oscar"
             cache = OscarCache(cfg, name, rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP, **extra)
-            if run == "paged" and device == "cpu":
+            if run.startswith("paged") and device == "cpu":
                 cache.use_paged()
             enable_oscar_attention(model, cache, absorb_v_into_o_proj=False)
             tfi.sdpa_attention_forward = sdpa_fp32 if run in ("reference_fp32_attention", "reference_exact") else sdpa
@@ -525,7 +529,9 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
 
     pairs = [("paged", "reference"), ("paged", "reference_fp32_attention"), ("reference", "reference_fp32_attention"),
              ("paged", "reference_exact"), ("reference", "reference_exact"), ("paged", "reference_q8"),
-             ("paged", "reference_exact_q8"), ("reference_q8", "reference_exact_q8")]
+             ("paged", "reference_exact_q8"), ("reference_q8", "reference_exact_q8"), ("paged", "paged_triton"),
+             ("paged", "paged_torch"), ("paged_triton", "reference_exact"), ("paged_torch", "reference_exact"),
+             ("paged_triton", "paged_torch")]
     per_step = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
     res["max_rel_logit_diff"] = {k: max(v) for k, v in per_step.items()}
     res["per_step"] = per_step
