@@ -5,9 +5,8 @@ Decode: the INT2 tier's K side is exact integer MMAs of u8 codes and int8 q (the
 way: ``int8_int2_query=True``, reference.int8_query), its V side exact fp16 MMA operands (1024 + 4^P c) with
 fp32 accumulation; the rounding comes from p * scale in fp16 (11-bit mantissa), the fp32 cancellation of
 the V side's 1024 offsets (~1e-4, see tests/kernels/test_cuda_emulation.py), p in bf16 for the BF16 tier
-and the bf16 output, so the bound is 8e-3 in relative norm per row (helpers.rel_err: the worst sequence) against the
-float64 reference (bf16 output
-rounding alone is ~3e-3).
+and the bf16 output, so the bound is 8e-3 in relative norm per row (helpers.rel_err: the worst sequence)
+against the float64 reference (bf16 output rounding alone is ~3e-3).
 """
 
 import random
