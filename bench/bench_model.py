@@ -95,6 +95,19 @@ def build_model(cfg, device):
     return model
 
 
+def setup(name: str, smoke: bool, fuse: bool = False):
+    """(device, config, model, rotations) of a bench script: ``smoke``: the tiny config on CPU; else
+    bench/configs/<name>.json on CUDA with random bf16 weights; ``fuse``: q/k/v and gate/up as one GEMM each."""
+    device = "cpu" if smoke else "cuda"
+    cfg = tiny_config() if smoke else load_config(ROOT / "bench" / "configs" / f"{name}.json")
+    model = build_model(cfg, device)
+    if fuse:
+        from oscarkv.integrations.transformers import fuse_projections
+
+        fuse_projections(model)
+    return device, cfg, model, random_rotations(cfg, dims(cfg)[2])
+
+
 def random_rotations(cfg, head_dim):
     g = torch.Generator().manual_seed(0)
     n = cfg.num_hidden_layers

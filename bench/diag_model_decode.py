@@ -53,13 +53,9 @@ def main():
     ap.add_argument("--out", default="diag_model_decode.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
-    device = "cpu" if args.smoke else "cuda"
+    device, cfg, model, rot = bm.setup(args.model, args.smoke)
     if args.smoke:
-        cfg, args.context = bm.tiny_config(), min(args.context, 300)
-    else:
-        cfg = bm.load_config(ROOT / "bench" / "configs" / f"{args.model}.json")
-    model = bm.build_model(cfg, device)
-    rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
+        args.context = min(args.context, 300)
     ids = torch.randint(1, cfg.vocab_size, (1, args.context), device=device,
                         generator=torch.Generator(device=device).manual_seed(3))  # gen_long's prompt
     rows: list = []

@@ -142,17 +142,9 @@ def main():
     ap.add_argument("--out", default="profile_step.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
-    device = "cpu" if args.smoke else "cuda"
+    device, cfg, model, rot = bm.setup(args.model, args.smoke, args.fuse_projections)
     if args.smoke:
-        cfg, args.context = bm.tiny_config(), min(args.context, 256)
-    else:
-        cfg = bm.load_config(ROOT / "bench" / "configs" / f"{args.model}.json")
-    model = bm.build_model(cfg, device)
-    if args.fuse_projections:
-        from oscarkv.integrations.transformers import fuse_projections
-
-        fuse_projections(model)
-    rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
+        args.context = min(args.context, 256)
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
            "model": "tiny" if args.smoke else args.model, "fuse_projections": args.fuse_projections, "context": args.context, "batch": args.batch, "runs": []}
     for mode in args.modes.split(","):

@@ -85,17 +85,9 @@ def main():
     ap.add_argument("--out", default="step_ablate.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
-    device = "cpu" if args.smoke else "cuda"
+    device, cfg, model, rot = bm.setup(args.model, args.smoke, not args.no_fuse_projections)
     if args.smoke:
-        cfg, args.context, args.replays = bm.tiny_config(), min(args.context, 256), 2
-    else:
-        cfg = bm.load_config(ROOT / "bench" / "configs" / f"{args.model}.json")
-    model = bm.build_model(cfg, device)
-    if not args.no_fuse_projections:
-        from oscarkv.integrations.transformers import fuse_projections
-
-        fuse_projections(model)
-    rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
+        args.context, args.replays = min(args.context, 256), 2
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
            "model": "tiny" if args.smoke else args.model, "context": args.context, "batch": args.batch,
            "copy_bandwidth_Bps": bm.copy_bandwidth(device)}
