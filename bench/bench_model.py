@@ -544,7 +544,8 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
              ("paged", "reference_exact"), ("reference", "reference_exact"), ("paged", "reference_q8"),
              ("paged", "reference_exact_q8"), ("reference_q8", "reference_exact_q8"), ("paged", "paged_triton"),
              ("paged", "paged_torch"), ("paged_triton", "reference_exact"), ("paged_torch", "reference_exact"),
-             ("paged_triton", "paged_torch")]
+             ("paged_triton", "paged_torch"), ("reference_q8", "reference_exact"), ("reference_q8", "reference"),
+             ("paged_torch", "reference_q8")]
     per_step = {f"{a} vs {b}": dist(a, b) for a, b in pairs if a in logits and b in logits}
     res["max_rel_logit_diff"] = {k: max(v) for k, v in per_step.items()}
     res["per_step"] = per_step
