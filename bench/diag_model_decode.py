@@ -63,9 +63,12 @@ def main():
 
     def write_kv(pool, k, v, plan, *, backend="auto", **kw):
         shadow = dataclasses.replace(pool, **{f: getattr(pool, f).clone() for f in FIELDS})
-        real_write(shadow, k, v, plan, backend="torch")
+        kw2 = dict(kw, q_out=torch.empty_like(kw["q_out"])) if kw.get("q_out") is not None else kw  # fused rotation
+        real_write(shadow, k, v, plan, backend="torch", **kw2)
         real_write(pool, k, v, plan, backend=backend, **kw)
         r = {"call": "write_kv", "rows": int(k.shape[0])}
+        if kw.get("q_out") is not None:
+            r["q_out_max_abs"] = float((kw["q_out"].float() - kw2["q_out"].float()).abs().max())
         for f in FIELDS:
             a, b = getattr(pool, f), getattr(shadow, f)
             if a.dtype == torch.uint8:
