@@ -57,9 +57,8 @@ def rotate_with_keys(q: torch.Tensor, k: torch.Tensor, r: torch.Tensor) -> tuple
     g = hq // hkv
     x = torch.cat([q.reshape(b, hkv, g * t, d), k], dim=2)  # [B, Hkv, (g + 1) T, d]: a group's rows together
     n = x.shape[2]
-    dt = torch.promote_types(x.dtype, torch.float32)
-    x = x.transpose(0, 1).reshape(hkv if r.shape[0] > 1 else 1, -1, d).to(dt)
-    y = torch.matmul(x, r.to(device=x.device, dtype=dt)).reshape(hkv, b, n, d).transpose(0, 1).to(q.dtype)
+    # rows of each matrix as one "head" of rotate's rule: [Hkv or 1, rows, d]
+    y = rotate(x.transpose(0, 1).reshape(r.shape[0], -1, d), r).reshape(hkv, b, n, d).transpose(0, 1)
     return y[:, :, : g * t].reshape(b, hq, t, d), y[:, :, g * t:]
 
 
