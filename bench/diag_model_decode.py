@@ -34,9 +34,8 @@ import bench_model as bm  # noqa: E402
 import oscarkv.kernels as K  # noqa: E402
 from oscarkv.cache import OscarCache  # noqa: E402
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention  # noqa: E402
+from oscarkv.kernels.paged import POOL_TENSORS as FIELDS  # noqa: E402
 from oscarkv.kernels.reference import decode_attention_torch  # noqa: E402
-
-FIELDS = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "k_hp", "v_hp")
 
 
 def errs(a: torch.Tensor, b: torch.Tensor) -> dict:

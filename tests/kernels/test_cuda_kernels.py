@@ -17,10 +17,10 @@ import torch
 from helpers import build, rel_err
 
 from oscarkv.kernels import CudaDecodeConfig, DecodePlan, decode_attention, write_kv
+from oscarkv.kernels.paged import POOL_TENSORS as POOL
 from oscarkv.kernels.reference import decode_attention_torch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-POOL = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "k_hp", "v_hp")
 
 
 def _pools_equal(a, b):

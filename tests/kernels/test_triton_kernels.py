@@ -22,13 +22,13 @@ from oscarkv.kernels import (
     gather_sequence,
     write_kv,
 )
+from oscarkv.kernels.paged import POOL_TENSORS
 from oscarkv.kernels.reference import attend, decode_attention_torch
 from oscarkv.quant import QuantConfig
 from oscarkv.rotation import hadamard
 
 pytestmark = requires_triton
 
-POOL_TENSORS = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "k_hp", "v_hp")
 
 
 def _assert_pools_equal(a, b):

@@ -236,8 +236,9 @@ class PagedState:
         return decode_attention(q, pool, cur["after"], sm_scale=scale, backend=kb, out=out, **kw)
 
     def nbytes(self) -> int:
-        return sum(sum(t.numel() * t.element_size() for t in (p.k_codes, p.k_scale, p.k_zero, p.v_codes, p.v_scale,
-                                                               p.v_zero, p.k_hp, p.v_hp)) for p in self.pools)
+        from ..kernels.paged import POOL_TENSORS
+
+        return sum(getattr(p, n).numel() * getattr(p, n).element_size() for p in self.pools for n in POOL_TENSORS)
 
     def row_lengths(self) -> list[int]:
         return [self.mgr.length(r) for r in range(self.batch)]

@@ -196,6 +196,7 @@ class MixedKVPool:
 
 
 TILE16_RECORD_FIELDS = ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero")
+POOL_TENSORS = TILE16_RECORD_FIELDS + ("k_hp", "v_hp")  # every tensor of a MixedKVPool
 
 
 def tile16_record_offsets(head_dim: int, scale_bytes: int) -> tuple[dict, int]:
