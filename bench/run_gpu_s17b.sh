@@ -6,6 +6,8 @@
 # sum (call a's change) changed nothing. Here the V offset is folded every kFlushTiles tiles: 8 (this tree), 4 and 32
 # (bench/alt_int2_paged_f{4,32}.cu, 32 = the committed interval); precision and time of each, then the kernel and
 # paged-cache GPU tests and the 128K generate on this tree's kernel.
+# The alternative sources were copies of src/oscarkv/kernels/cuda/int2_paged.cu at this call's tree with
+# OSCAR_FLUSH_TILES 4 / 32 (not kept; recreate with sed on the #define).
 set -u
 T="$(date +%Y-%m-%d)_s17b"
 source bench/gpu_env.sh

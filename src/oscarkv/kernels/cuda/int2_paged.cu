@@ -280,6 +280,11 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
   return v;
 }
 
+#ifndef OSCAR_FLUSH_TILES
+#define OSCAR_FLUSH_TILES 8
+#endif
+constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds of the V offset (flush, below)
+static_assert(32 % kFlushTiles == 0, "the fold interval divides the 32-tile block-id window");
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 
 template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
@@ -716,27 +721,43 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
     }
-    // fold the V offset into acc once per 32 tiles (bounds the fp32 cancellation; outside the tile loop so
-    // that the steady-state tile pays no test for it)
+    // once per kFlushTiles tiles (outside the tile body, so that the steady-state tile pays no test for it) fold
+    // into acc the 1024 offset (sp) and the zero-point sum sum p z (lz row 1, lanes 4 + t). Between two folds acc
+    // holds 1024 sum p' + 4^P sum c p', sp 1024 sum p': their difference, for P = 1 (dims 16 i + g of even i)
+    // 4 c next to 1024, loses ~7 bits of the fp32 sums, and the MMA's accumulation error is not zero-mean, so it
+    // grows with the run between folds and adds up over the sequence. And sum c p' (c >= 0) and sum p z grow
+    // with every token while the output, their difference, is an average (small next to the values where the
+    // softmax is flat over a long context): folded only at the end, their fp32 errors stay. Folded here, acc
+    // stays of the size of the output. Issue 8, H200 (bench/diag_decode_precision.py, seventeenth session): a flat
+    // softmax over 131,072 values ~N(0, 1) (the first layer of a model at 128K: output ~0.005) was 5.2% from the
+    // float64 reference with the offset alone folded every 32 tiles (Triton, torch: 0.7%, the int8 query's share).
     auto flush = [&]() {
+      const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
 #pragma unroll
       for (int i = 0; i < KS; i++) {
-        acc[i][0] -= sp[0];
-        acc[i][1] -= sp[1];
-        acc[i][2] -= sp[0];
-        acc[i][3] -= sp[1];
+        // rows 16 i + g: P = 1 + 2 (i & 1), weight 4^P; rows 16 i + g + 8: 4^(P + 1) (the epilogue's 1 / u0, 1 / u1)
+        const float w0 = float(1 << (2 * (1 + 2 * (i & 1)))), w1 = 4.f * w0;
+        acc[i][0] = fmaf(z0, w0, acc[i][0] - sp[0]);
+        acc[i][1] = fmaf(z1, w0, acc[i][1] - sp[1]);
+        acc[i][2] = fmaf(z0, w1, acc[i][2] - sp[0]);
+        acc[i][3] = fmaf(z1, w1, acc[i][3] - sp[1]);
       }
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
+      if (g == 1) lz[0] = lz[1] = 0.f;  // row 1 (sum p z) restarts; row 0 (l) keeps running
     };
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
-        int k = kc;
-        const int e1 = min(kc + 32 - STAGES, nmine), e2 = min(kc + 32, nmine);
-        for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
-        for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
+        const int e2 = min(kc + 32, nmine);
+        for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
+          const int ke = min(k0 + kFlushTiles, e2);
+          for (int k = k0; k < ke; k++) {
+            const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
+            body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
+          }
+          flush();
+        }
         ta = tb;
         tb = tbl(kc + 64 + lane);
-        flush();
       }
     };
     // probe 8: the loads of probe 1 (same tiles, addresses and order) as plain 16-byte loads into registers,
