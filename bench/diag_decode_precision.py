@@ -39,6 +39,7 @@ from oscarkv.kernels import (  # noqa: E402
     CudaDecodeConfig, DecodePlan, MixedKVCache, MixedKVPool, cuda_ops, decode_attention, write_kv,
 )
 from oscarkv.kernels.layout import convert_pool  # noqa: E402
+from oscarkv.kernels.paged import POOL_TENSORS  # noqa: E402
 from oscarkv.kernels.reference import decode_attention_torch  # noqa: E402
 from oscarkv.quant import QuantConfig  # noqa: E402
 
@@ -101,6 +102,14 @@ def cuda_runs(q, pool, meta, splits):
     return out
 
 
+def _row(meta, i):
+    """meta of sequence i alone."""
+    import dataclasses
+
+    return dataclasses.replace(meta, hp_block_tables=meta.hp_block_tables[i:i + 1], hp_lens=meta.hp_lens[i:i + 1],
+                               int2_block_tables=meta.int2_block_tables[i:i + 1], int2_lens=meta.int2_lens[i:i + 1])
+
+
 def test_case(args, main_src):
     """The kernel test's case whose longest row (9000 tokens) is 1.7e-2 from the int8-query reference whatever the
     split counts, the other rows 1.6e-3: per row, every backend against both references."""
@@ -121,6 +130,22 @@ def test_case(args, main_src):
         cuda_ops._SRC, cuda_ops._LIB = Path(src) if src else main_src, None
         outs["cuda" + ("" if src is None else f" [{Path(src).name}]")] = decode_attention(q, pool, meta, backend="cuda")
     cuda_ops._SRC, cuda_ops._LIB = main_src, None
+    # where does the longest row go wrong: its INT2 tier cut to prefixes (same pool, both sides read the same meta),
+    # and the same rows written by the torch append instead of the CUDA append
+    import dataclasses
+    for cut in [0, 16, 512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 8672]:
+        m2 = dataclasses.replace(meta, int2_lens=meta.int2_lens.clone())
+        m2.int2_lens[6] = cut
+        a = decode_attention(q[6:], pool, _row(m2, 6), backend="cuda")
+        r8 = decode_attention_torch(q[6:], pool, _row(m2, 6), compute_dtype=torch.float64, int8_int2_query=True)
+        print(f"   row 6 int2 prefix {cut:5d}: cuda vs int8 ref {rel_err(a, r8):.1e}", flush=True)
+    cache_t, pool_t, ids_t, _ = tbuild(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
+                                       backend="torch", seed=seed, blocks=sum(lens) // 16 * 2 + 64)
+    same = all(torch.equal(getattr(pool, f), getattr(pool_t, f)) for f in POOL_TENSORS)
+    a = decode_attention(q, pool_t, meta, backend="cuda")
+    r8 = decode_attention_torch(q, pool_t, meta, compute_dtype=torch.float64, int8_int2_query=True)
+    print(f"   torch-appended pool equal to the CUDA-appended one: {same}; cuda on it vs int8 ref per row "
+          f"{[f'{rel_err(a[i:i + 1], r8[i:i + 1]):.1e}' for i in range(len(lens))]}", flush=True)
     print("test case d 64 G 1 seed 65, per row (lens " + str(lens) + "):")
     print(f"   out norm {[round(float(ref[i].norm()), 3) for i in range(len(lens))]}")
     print(f"   q absmax/rms {[round(float(q[i].float().abs().max() / q[i].float().pow(2).mean().sqrt()), 2) for i in range(len(lens))]}")
@@ -132,7 +157,7 @@ def test_case(args, main_src):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--contexts", type=lambda s: [int(x) for x in s.split(",")], default=[8192, 131072])
+    ap.add_argument("--contexts", type=lambda s: [int(x) for x in s.split(",") if x], default=[8192, 131072])
     ap.add_argument("--score-std", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 3.0])
     ap.add_argument("--splits", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 8, 64])
     ap.add_argument("--same-v", action="store_true")
