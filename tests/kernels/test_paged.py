@@ -116,6 +116,33 @@ def test_sequences_never_read_each_others_blocks():
     assert torch.equal(before[0], after[0]) and after[1].isnan().all()
 
 
+def test_int8_query_is_the_kernels_float32_rule_bit_for_bit():
+    """reference.int8_query against an independent oracle of the kernel's prep_q (cuda/int2_paged.cu): numpy
+    float32, every step one IEEE-rounded operation (x = q * float32(c), inv = 127 / amax, rint(x * inv)). The
+    crafted head has an element at exactly amax / 2 (x * inv lands one ulp from 63.5): the case where torch's
+    scalar / tensor (a product with the reciprocal) rounded to 63 and the kernel to 64 (seventeenth session:
+    a 1.7e-2 difference on the GPU test's peaked 9000-token row)."""
+    import numpy as np
+
+    from oscarkv.kernels.reference import int8_query
+
+    g = torch.Generator().manual_seed(11)
+    q = (torch.randn(4, 8, 64, generator=g) * 2).bfloat16()
+    q[0, 0] = 0
+    q[0, 0, 3], q[0, 0, 5] = 1.0, 0.5  # amax and exactly amax / 2
+    q[1, 1, 7] = -q[1, 1].float().abs().max() / 2  # the same from the data (bf16 halves exactly)
+    for sm in (0.125, 64**-0.5 * 0.9):
+        c = np.float32(sm * 1.4426950408889634)
+        x = q.float().numpy() * c
+        amax = np.abs(x).max(-1, keepdims=True)
+        with np.errstate(divide="ignore"):
+            inv = np.where(amax > 0, np.float32(127.0) / amax, np.float32(0.0)).astype(np.float32)
+        levels = np.rint(x * inv)
+        got = int8_query(q, sm).numpy() * c / np.where(amax > 0, amax / np.float32(127.0), 1)
+        assert np.array_equal(np.rint(got), levels), np.argwhere(np.rint(got) != levels)[:5]
+    assert float(levels[0, 0, 5]) in (63.0, 64.0)
+
+
 def test_int8_query_rule_and_its_cost_next_to_int2():
     """reference.int8_query (the CUDA kernel's INT2-tier query): per head a uniform grid of step absmax / 127
     (at most 255 levels, error <= step / 2, zero stays zero); the attention error it adds is a small fraction

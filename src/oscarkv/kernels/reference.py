@@ -123,11 +123,18 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, m
 def int8_query(q: torch.Tensor, sm_scale: float) -> torch.Tensor:
     """The query the CUDA kernel's INT2 tier attends with (cuda/int2_paged.cu, prep_q): per query head, x = q *
     sm_scale * log2(e) in fp32 rounded to int8 with step absmax(x) / 127; returned dequantized, in q's units
-    (float32, same shape). The BF16 sink / recent tier keeps q as given."""
-    x = q.float() * float(sm_scale * 1.4426950408889634)
+    (float32, same shape). The BF16 sink / recent tier keeps q as given.
+
+    Bit for bit the kernel's fp32 steps, each one IEEE-rounded operation on float32 tensors: x = q * c with c
+    = float32(sm_scale * log2(e)), inv = 127 / amax, q8 = rint(x * inv) (ties to even), step = amax / 127.
+    (Not ``127.0 / amax`` with a Python scalar: torch computes a scalar divided by a tensor as a product with the
+    reciprocal, one ulp off at times, and an element at exactly amax / 2 then rounds to 63 instead of the
+    kernel's 64: a 1.7% output difference on a peaked softmax, seventeenth session.)"""
+    c = torch.tensor(sm_scale * 1.4426950408889634, dtype=torch.float32, device=q.device)
+    x = q.float() * c
     amax = x.abs().amax(-1, keepdim=True)
-    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
-    return torch.round(x * inv) * (amax / 127.0) / float(sm_scale * 1.4426950408889634)
+    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
+    return torch.round(x * inv) * (amax / torch.full_like(amax, 127.0)) / c
 
 
 def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float | None = None,
