@@ -91,7 +91,7 @@ def analyse(name: str, ins, mma_per_tile: int, hist: bool, min_tiles: int = 1):
         if n_mma < min_tiles * mma_per_tile or n_lop + n_hfma < 48 or n_ldgsts == 0:
             continue
         key = hi - lo
-        if best is None or key < best[0]:  # the innermost such loop (the 32-tile chunk loop holds two copies)
+        if best is None or key < best[0]:  # the innermost such loop (the chunk loops around it hold copies)
             best = (key, lo, hi, n_mma)
     if best is None:
         print(f"{name}: no INT2 loop found")

@@ -25,9 +25,10 @@
 //                           (int8 per head, once per call): four s32 MMAs joined by IMAD, one conversion
 //   logits                = s_tok * S + z_tok * sum(q')             (scale / zero by algebra, fp32)
 //   O^T[dim, head]       += (1024 + 4^P c) (A = V^T) x P'[tok, head],  P' = p * s_tok (fp16, movmatrix from
-//                           the C to the B fragment); 1024 sum P' is accumulated by one more MMA (A = 1024)
-//                           and subtracted from O^T every 32 tiles, 4^-P is applied per output row at
-//                           the end; l = sum p and sum p z_tok come from one MMA (A rows = ones, z).
+//                           the C to the B fragment); 1024 sum P' is accumulated by one more MMA (A = 1024);
+//                           l = sum p and sum p z_tok come from one MMA (A rows = ones, z); the offset and
+//                           sum p z are folded into O^T every kFlushTiles (8) tiles, 4^-P is applied per output
+//                           row at the end.
 //   The running max moves only when a logit exceeds it by kSlack (warp-uniform slow path, which also
 //   masks the partial last tile and folds the V offset).
 // The BF16 sink / recent tier runs as extra splits of the same launch with bf16 (or fp16) MMAs. The
