@@ -31,17 +31,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "src"))
 
 import bench_model as bm  # noqa: E402
+from diag_decode_precision import errs  # noqa: E402
 import oscarkv.kernels as K  # noqa: E402
 from oscarkv.cache import OscarCache  # noqa: E402
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention  # noqa: E402
 from oscarkv.kernels.paged import POOL_TENSORS as FIELDS  # noqa: E402
 from oscarkv.kernels.reference import decode_attention_torch  # noqa: E402
-
-
-def errs(a: torch.Tensor, b: torch.Tensor) -> dict:
-    a, b = a.double(), b.double()
-    return {"max_rel": float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)),
-            "fro_rel": float((a - b).norm() / b.norm().clamp_min(1e-30))}
 
 
 def main():

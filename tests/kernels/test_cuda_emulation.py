@@ -115,9 +115,9 @@ def _truncated_sum(terms: torch.Tensor) -> torch.Tensor:
 ACC_MODEL = "round"  # "round": exact products, one rounding to fp32; "truncate": _truncated_sum
 
 
-def mma(a, b, c, acc_model=None):
+def mma(a, b, c):
     A, B, C = a_matrix(*a), b_matrix(*b), c_to_matrix(c)
-    if (acc_model or ACC_MODEL) == "round":
+    if ACC_MODEL == "round":
         return matrix_to_c(A @ B + C)
     terms = torch.cat([A[:, None, :] * B.t()[None, :, :], C[..., None]], -1)  # [16, 8, 17]: products and C
     return matrix_to_c(_truncated_sum(terms))

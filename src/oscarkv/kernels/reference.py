@@ -133,8 +133,9 @@ def int8_query(q: torch.Tensor, sm_scale: float) -> torch.Tensor:
     c = torch.tensor(sm_scale * 1.4426950408889634, dtype=torch.float32, device=q.device)
     x = q.float() * c
     amax = x.abs().amax(-1, keepdim=True)
-    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
-    return torch.round(x * inv) * (amax / torch.full_like(amax, 127.0)) / c
+    levels = torch.full_like(amax, 127.0)
+    inv = torch.where(amax > 0, levels / amax, torch.zeros_like(amax))
+    return torch.round(x * inv) * (amax / levels) / c
 
 
 def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float | None = None,
