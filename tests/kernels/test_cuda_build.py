@@ -20,3 +20,20 @@ def test_cuda_library_builds_and_param_structs_match():
         assert hasattr(lib, name)
     # cluster sizes (host-only constants): variants 8 / 9 merge in clusters of 16 / 8 CTAs, the others do not
     assert [lib.oscar_int2_decode_cluster(0, d, v) for d in (64, 128) for v in range(10)] == [0] * 8 + [16, 8] + [0] * 8 + [16, 8]
+
+
+def test_kernel_source_override(monkeypatch, tmp_path):
+    """``OSCARKV_KERNEL_SRC`` names another .cu (a candidate kernel: its library gets its own cache folder);
+    a missing file is one line naming the variable, before nvcc runs."""
+    alt = tmp_path / "alt.cu"
+    alt.write_text("// a candidate kernel\n")
+    monkeypatch.setenv("OSCARKV_KERNEL_SRC", str(alt))
+    assert cuda_ops._default_src() == alt
+    shipped = cuda_ops.library_path()
+    monkeypatch.setattr(cuda_ops, "_SRC", alt)
+    assert cuda_ops.library_path().parent != shipped.parent  # its own cache folder (hash of alt's bytes)
+    monkeypatch.setattr(cuda_ops, "_SRC", tmp_path / "missing.cu")
+    with pytest.raises(cuda_ops.CudaKernelUnavailable, match="OSCARKV_KERNEL_SRC"):
+        cuda_ops.build()
+    monkeypatch.delenv("OSCARKV_KERNEL_SRC")
+    assert cuda_ops._default_src().name == "int2_paged.cu"

@@ -26,7 +26,16 @@ import torch
 from ..errors import StateError
 from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index, tile16_record_offsets
 
-_SRC = Path(__file__).with_name("cuda") / "int2_paged.cu"
+
+
+def _default_src() -> Path:
+    """The kernel source: the shipped ``cuda/int2_paged.cu``, or ``$OSCARKV_KERNEL_SRC`` (kernel development:
+    run the GPU tests or benchmarks of a candidate ``.cu`` without switching trees; its library is cached
+    under its own hash like the shipped one's)."""
+    return Path(os.environ.get("OSCARKV_KERNEL_SRC") or Path(__file__).with_name("cuda") / "int2_paged.cu")
+
+
+_SRC = _default_src()
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
           "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a"]
 _LIB = None
@@ -46,6 +55,8 @@ def _cache_dir() -> Path:
 
 
 def library_path() -> Path:
+    if not _SRC.is_file():
+        raise CudaKernelUnavailable(f"kernel source {_SRC} not found: unset OSCARKV_KERNEL_SRC or point it at a .cu file")
     h = hashlib.sha256(_SRC.read_bytes() + " ".join(_FLAGS).encode()).hexdigest()[:16]
     return _cache_dir() / h / "liboscar_int2.so"
 
