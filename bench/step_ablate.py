@@ -9,7 +9,9 @@ OSCAR variants (one paged cache, the graph re-captured per variant; skipped part
 time matters): ``full``; ``no_append`` (write_kv does nothing); ``no_decode`` (the decode kernel does not
 run); ``no_kv`` (neither). BF16 variants (StaticCache + cuDNN SDPA, compiled like bench_model.py): ``full``
 and ``no_attention`` (the attention function returns zeros, a second compilation). Also ``steps_ms``: real
-decode steps (one token each, a page demoted every 8), per OSCAR variant.
+decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also ``bound`` (issue 8):
+the ideal speedup from bytes and the best one this model allows (BF16 without attention + OSCAR's KV bytes at
+copy bandwidth).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import bench_model as bm  # noqa: E402
 import oscarkv.kernels as K  # noqa: E402
 
 
-def oscar_variants(model, cfg, rot, args, device) -> dict:
+def oscar_variants(model, cfg, rot, args, device) -> tuple[dict, int]:
     real_write, real_decode = K.write_kv, K.decode_attention
     skip_write = lambda *a, **k: None  # noqa: E731
     skip_decode = lambda q, *a, out=None, **k: out  # noqa: E731
@@ -39,6 +41,7 @@ def oscar_variants(model, cfg, rot, args, device) -> dict:
     res = {}
     with bm.oscar_session(model, cfg, rot, args.context, args.batch, 64, device, compile=True) as s:
         dec, tok = s["dec"], torch.ones(args.batch, dtype=torch.long, device=device)
+        kv_read = bm.paged_bytes(s["cache"], args.context, args.batch)[1]
         try:
             for name, (w, d) in variants.items():
                 K.write_kv, K.decode_attention = w, d  # PagedState.decode_layer imports them at call time
@@ -50,7 +53,22 @@ def oscar_variants(model, cfg, rot, args, device) -> dict:
                 bm.log(f"oscar {name:10s} {json.dumps(r)}")
         finally:
             K.write_kv, K.decode_attention = real_write, real_decode
-    return res
+    return res, kv_read
+
+
+def bound(out: dict, model, cfg, args) -> dict:
+    """Issue 8's batch-1 target against what the model allows: the ideal speedup from bytes at copy bandwidth,
+    and the fastest OSCAR step this measurement leaves, the BF16 step without attention (what both methods run)
+    plus OSCAR's KV bytes at copy bandwidth and nothing else (no append, no tile math, no per-layer overhead)."""
+    L, hkv, d = bm.dims(cfg)
+    bw, w = out["copy_bandwidth_Bps"], bm.weight_bytes_read(model)
+    kv_bf16 = L * hkv * args.batch * args.context * 2 * d * 2  # K and V, bf16
+    ideal = (w + kv_bf16) / (w + out["kv_read_bytes"])
+    fastest_ms = out["bf16"]["no_attention"]["replay_ms"] + out["kv_read_bytes"] / bw * 1e3
+    best = out["bf16"]["full"]["replay_ms"] / fastest_ms
+    return {"ideal_speedup": ideal, "fastest_oscar_step_ms": fastest_ms, "best_speedup": best,
+            "best_share_of_ideal": best / ideal,
+            "measured_share_of_ideal": out["bf16"]["full"]["replay_ms"] / out["oscar"]["full"]["replay_ms"] / ideal}
 
 
 def _zero_attention(module, query, key, value, attention_mask, scaling=None, **kw):
@@ -91,7 +109,7 @@ def main():
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
            "model": "tiny" if args.smoke else args.model, "context": args.context, "batch": args.batch,
            "copy_bandwidth_Bps": bm.copy_bandwidth(device)}
-    out["oscar"] = oscar_variants(model, cfg, rot, args, device)
+    out["oscar"], out["kv_read_bytes"] = oscar_variants(model, cfg, rot, args, device)
     Path(args.out).write_text(json.dumps(out, indent=1))
     out["bf16"] = bf16_variants(model, cfg, args, device)
     Path(args.out).write_text(json.dumps(out, indent=1))
@@ -101,6 +119,9 @@ def main():
                f"{o['full']['replay_ms'] - o['no_decode']['replay_ms']:.3f} ms, both {o['full']['replay_ms'] - o['no_kv']['replay_ms']:.3f} ms; "
                f"rest {o['no_kv']['replay_ms']:.3f} ms vs BF16 without attention {b['no_attention']['replay_ms']:.3f} ms; "
                f"BF16 attention {b['full']['replay_ms'] - b['no_attention']['replay_ms']:.3f} ms")
+        out["bound"] = bound(out, model, cfg, args)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        bm.log(f"BOUND: {json.dumps({k: round(v, 4) for k, v in out['bound'].items()})}")
     bm.log(f"wrote {args.out}")
 
 
