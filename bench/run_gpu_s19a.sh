@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared in the eighteenth session (no device lent then), for the next device session. One H200, < 10 min, carry
-# [".whl", ".kcache"]. First, on the CPU machine:
+# [".whl", ".kcache", "bench/alt_signed_offsets.cu"] (the alt source is git-ignored). First, on the CPU machine:
 #   git show signed-offsets:src/oscarkv/kernels/cuda/int2_paged.cu > bench/alt_signed_offsets.cu
 # and build both libraries into .kcache (cuda_ops.build() with _SRC set to each; the cache is keyed by the source).
 #   bash bench/run_gpu_s19a.sh
