@@ -182,6 +182,12 @@ def fill_paged(cache, batch, context, device, dtype):
     sync(device)
 
 
+def bf16_kv_read_bytes(cfg, context, batch):
+    """The KV bytes a BF16 decode step reads: K and V of the context and the new token, every layer."""
+    L, hkv, d = dims(cfg)
+    return L * hkv * batch * (context + 1) * d * 2 * 2
+
+
 def paged_bytes(cache, context, batch):
     """Allocated pool bytes, and the KV bytes a decode step reads (held tokens only), summed over layers."""
     st = cache.paged
@@ -353,7 +359,6 @@ def capture_bf16(sess, device, compile, backend=None):
 
 
 def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backends=None):
-    L, hkv, d = dims(cfg)
     with bf16_session(model, cfg, context, batch, device, compile) as sess:
         cache = sess["cache"]
         results = {}
@@ -371,7 +376,7 @@ def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backend
             except Exception as e:  # a backend that does not support the shape
                 results[name or "default"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
         alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers)
-        read = L * hkv * batch * (context + 1) * d * 2 * 2
+        read = bf16_kv_read_bytes(cfg, context, batch)
         ok = {k: v for k, v in results.items() if "step_ms" in v}
         best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
         return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,

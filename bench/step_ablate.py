@@ -60,9 +60,8 @@ def bound(out: dict, model, cfg, args) -> dict:
     """Issue 8's batch-1 target against what the model allows: the ideal speedup from bytes at copy bandwidth,
     and the fastest OSCAR step this measurement leaves, the BF16 step without attention (what both methods run)
     plus OSCAR's KV bytes at copy bandwidth and nothing else (no append, no tile math, no per-layer overhead)."""
-    L, hkv, d = bm.dims(cfg)
     bw, w = out["copy_bandwidth_Bps"], bm.weight_bytes_read(model)
-    kv_bf16 = L * hkv * args.batch * args.context * 2 * d * 2  # K and V, bf16
+    kv_bf16 = bm.bf16_kv_read_bytes(cfg, args.context, args.batch)
     ideal = (w + kv_bf16) / (w + out["kv_read_bytes"])
     fastest_ms = out["bf16"]["no_attention"]["replay_ms"] + out["kv_read_bytes"] / bw * 1e3
     best = out["bf16"]["full"]["replay_ms"] / fastest_ms

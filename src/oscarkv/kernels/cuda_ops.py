@@ -27,7 +27,6 @@ from ..errors import StateError
 from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index, tile16_record_offsets
 
 
-
 def _default_src() -> Path:
     """The kernel source: the shipped ``cuda/int2_paged.cu``, or ``$OSCARKV_KERNEL_SRC`` (kernel development:
     run the GPU tests or benchmarks of a candidate ``.cu`` without switching trees; its library is cached
