@@ -1,4 +1,4 @@
-# Shared set-up of the device-call scripts (bench/run_gpu_s4*.sh), sourced from the repo root on the GPU
+# Shared set-up of the device-call scripts (bench/calls/run_gpu_s4*.sh), sourced from the repo root on the GPU
 # machine: $OUT, the carried wheels (FlashInfer, its TVM FFI, transformers 5.24) into /tmp/site, the
 # environment, and t() for elapsed-time lines.
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
