@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
-from oscarkv.kernels.reference import int8_query
+from oscarkv.kernels.reference import int8_query, int8_rows
 from oscarkv.quant import pack_codes
 
 K_SLACK, K_FLUSH = 4.0, 8  # as in int2_paged.cu (kSlack, kFlushTiles: the V offset and sum p z folded every 8 tiles)
@@ -214,17 +214,15 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     qrow = torch.zeros(32, D)
     valid_g = g < G
     qrow[valid_g] = q[g[valid_g]]
-    x = qrow * scale_log2
-    amax = x.abs().amax(-1)  # lanes (g, *) hold head g: the kernel's 2-step shuffle reduction over t
-    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
-    q8i = torch.round(x * inv[:, None]).to(torch.int64)  # [32 lanes, D]
+    # lanes (g, *) hold head g: the row's absmax is the kernel's 2-step shuffle reduction over t
+    q8f, sig = int8_rows(qrow * torch.tensor(scale_log2, dtype=F32))
+    q8i, sig = q8f.to(torch.int64), sig[:, 0]  # [32 lanes, D]; sigma = amax / 127
     q8 = [[None] * QR for _ in range(4)]
     for P in range(4):
         for r in range(QR):
             dims = (D // 4) * P + 16 * r + 4 * t[:, None] + torch.arange(4)[None]
             by = q8i.gather(1, dims) & 0xFF
             q8[P][r] = by[:, 0] | (by[:, 1] << 8) | (by[:, 2] << 16) | (by[:, 3] << 24)
-    sig = amax / 127.0
     qsum = sig * q8i.sum(-1).float()
     qs0, qs1 = shfl(qsum, 8 * t), shfl(qsum, 8 * t + 4)
     sg0, sg1 = shfl(sig / 64.0, 8 * t), shfl(sig / 64.0, 8 * t + 4)
@@ -310,11 +308,14 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     return out[:G]
 
 
-@pytest.mark.parametrize("d,G,length,logit_scale", [(128, 4, 16 * 19, 1.0), (64, 8, 16 * 9 + 5, 3.0),
-                                                     (128, 1, 16 * 3 + 1, 0.3), (64, 2, 16 * 17, 6.0),
-                                                     (128, 4, 16 * 70 + 3, 2.0)])
-def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale):
-    gen = torch.Generator().manual_seed(d + G + length)
+# the last case has a query element at a rounding tie of the int8 step: the emulation's own 127.0 / amax (torch:
+# a product with the reciprocal, one ulp low) rounded it the other way from the kernel and the reference, 2.4e-2
+# off (found by a random sweep of 1,871 cases, nineteenth session); both now round with reference.int8_rows
+@pytest.mark.parametrize("d,G,length,logit_scale,seed", [(128, 4, 16 * 19, 1.0, None), (64, 8, 16 * 9 + 5, 3.0, None),
+                                                          (128, 1, 16 * 3 + 1, 0.3, None), (64, 2, 16 * 17, 6.0, None),
+                                                          (128, 4, 16 * 70 + 3, 2.0, None), (64, 1, 112, 6.0, 124878)])
+def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale, seed):
+    gen = torch.Generator().manual_seed(d + G + length if seed is None else seed)
     nblk = (length + 15) // 16
     codes_k = torch.randint(0, 4, (nblk, 16, d), generator=gen)
     codes_v = torch.randint(0, 4, (nblk, 16, d), generator=gen)

@@ -131,11 +131,19 @@ def int8_query(q: torch.Tensor, sm_scale: float) -> torch.Tensor:
     reciprocal, one ulp off at times, and an element at exactly amax / 2 then rounds to 63 instead of the
     kernel's 64: a 1.7% output difference on a peaked softmax, seventeenth session.)"""
     c = torch.tensor(sm_scale * 1.4426950408889634, dtype=torch.float32, device=q.device)
-    x = q.float() * c
+    q8, step = int8_rows(q.float() * c)
+    return q8 * step / c
+
+
+def int8_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``x`` (float32, ``[..., d]``) rounded to int8 the CUDA kernel's way (prep_q): q8 = rint(x *
+    (127 / amax)) with an IEEE float32 division (tensor by tensor: see ``int8_query``), ties to even; returns q8
+    (float32 integers) and the step amax / 127 (``[..., 1]``, also an IEEE division). ``int8_query`` and the
+    kernel's CPU emulation (tests/kernels/test_cuda_emulation.py) both round with it."""
     amax = x.abs().amax(-1, keepdim=True)
     levels = torch.full_like(amax, 127.0)
     inv = torch.where(amax > 0, levels / amax, torch.zeros_like(amax))
-    return torch.round(x * inv) * (amax / levels) / c
+    return torch.round(x * inv), amax / levels
 
 
 def decode_attention_torch(q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float | None = None,
