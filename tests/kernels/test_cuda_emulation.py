@@ -62,6 +62,12 @@ def rotr8(w):
     return ((w >> 8) | (w << 24)) & 0xFFFFFFFF
 
 
+def v_field(i):
+    """The field P (unpack8) of the V operand in m-tile i's rows 16 i + g (rows 16 i + g + 8: P + 1), whose 4^P
+    weight the kernel's folds and epilogue undo."""
+    return 1 + 2 * (i & 1)
+
+
 def unpack8(w):
     o = [None] * 8
     r = rotr8(w)
@@ -287,7 +293,7 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
         if k % flush == flush - 1 or k == ntile - 1:  # the fold (kernel: flush(), every kFlushTiles tiles)
             z0, z1 = (shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)) if fold_z else (torch.zeros(32), torch.zeros(32))
             for i in range(KS):
-                w0 = float(1 << (2 * (1 + 2 * (i & 1))))
+                w0 = float(4 ** v_field(i))
                 w1 = 4 * w0
                 acc[i] = [f32(z0.double() * w0 + f32(acc[i][0] - sp[0]).double()),
                           f32(z1.double() * w0 + f32(acc[i][1] - sp[1]).double()),
@@ -300,7 +306,7 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     z0, z1 = shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)
     out = torch.zeros(8, D)
     for i in range(KS):
-        u0 = 1.0 / float(1 << (2 * (1 + 2 * (i & 1))))
+        u0 = 1.0 / float(4 ** v_field(i))
         u1 = u0 * 0.25
         out[2 * t, 16 * i + g] = ((acc[i][0] - sp[0]) * u0 + z0) / l0
         out[2 * t + 1, 16 * i + g] = ((acc[i][1] - sp[1]) * u0 + z1) / l1
