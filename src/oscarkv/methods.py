@@ -24,7 +24,8 @@ may carry "+center" / "+nocenter" (e.g. ``oscar+center``, ``hadamard+nocenter``)
 All methods share the same BF16 windows (``sink`` first tokens, ``recent`` last tokens) so a table
 compares quantizers at equal bits; ``sink=recent=0, page=1`` gives pure INT2.
 
-The window rule (TEAM decision 1) has ONE definition, ``KVMethod.int2_len`` / ``KVMethod.held_quantized``:
+The window rule (TEAM decision 1) has ONE definition, ``quant.int2_len``, which ``KVMethod.int2_len`` /
+``KVMethod.held_quantized`` apply with the method's windows (as the paged pools and the vLLM plan do with theirs):
 a sequence of t tokens holds tokens [S, S + int2_len(t)) quantized with
 int2_len(t) = B * floor(max(0, t - S - W) / B), B = the demotion page (``page``, default 16 like the
 GPU pool's block size; KIVI: its key block ``group_size``). The sink [0, min(t, S)) and the recent
@@ -59,6 +60,7 @@ from .quant import (
     dequantize_key_blocks,
     fake_quantize,
     fake_quantize_key_blocks,
+    int2_len,
     int_region_bits,
     kv_cache_bytes,
     mixed_bits_per_element,
@@ -123,14 +125,12 @@ class KVMethod:
         return self.group_size if self.per_channel_keys else self.page
 
     def int2_len(self, t):
-        """THE window rule: how many tokens a sequence of ``t`` tokens holds quantized, as the tokens
-        [sink, sink + int2_len(t)). ``t`` is an int or an integer tensor (then elementwise)."""
+        """How many tokens a sequence of ``t`` tokens holds quantized, as the tokens [sink, sink + int2_len(t)):
+        the window rule (``quant.int2_len``) with this method's windows and demotion unit. ``t`` is an int or
+        an integer tensor (then elementwise)."""
         if not self.quantized:
             return torch.zeros_like(t) if torch.is_tensor(t) else 0
-        u, over = self.demotion_unit, t - self.sink - self.recent
-        if torch.is_tensor(over):
-            return torch.clamp(over, min=0) // u * u
-        return max(0, over) // u * u
+        return int2_len(t, self.sink, self.recent, self.demotion_unit)
 
     def held_quantized(self, j, t) -> torch.Tensor:
         """Bool (broadcast of j and t): is token j held quantized when the sequence holds t tokens?

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import InputError, StateError, UnsupportedError
-from ..quant import QuantConfig, clip_index, storage_dtype
+from ..quant import QuantConfig, clip_index, int2_len, storage_dtype
 from .checks import SequenceError, check_append_request, check_known
 
 NULL_BLOCK = 0
@@ -361,8 +361,7 @@ class MixedKVCache:
 
     # ---- position -> slot --------------------------------------------------------------------------
     def int2_len(self, t: int) -> int:
-        B = self.page
-        return B * (max(0, t - self.sink - self.recent) // B)
+        return int2_len(t, self.sink, self.recent, self.page)
 
     def hp_len(self, t: int) -> int:
         return t - self.int2_len(t)

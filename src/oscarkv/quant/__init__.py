@@ -1,6 +1,6 @@
 """INT2/INT4 KV quantization format (torch reference) and memory accounting."""
 
-from .bits import effective_bits_per_element, int_region_bits, kv_cache_bytes, mixed_bits_per_element
+from .bits import effective_bits_per_element, int2_len, int_region_bits, kv_cache_bytes, mixed_bits_per_element
 from .format import (
     QuantConfig,
     QuantizedRows,
@@ -29,6 +29,7 @@ __all__ = [
     "fake_quantize",
     "fake_quantize_key_blocks",
     "group_scale_zero",
+    "int2_len",
     "int_region_bits",
     "kv_cache_bytes",
     "mixed_bits_per_element",

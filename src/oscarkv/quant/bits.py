@@ -10,7 +10,20 @@ With S=64, W=256, G=128, b=2 and 16-bit scale/zero this gives 2.2836 at L=131072
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import InputError
+
+
+def int2_len(t, sink: int, recent: int, page: int = 1):
+    """THE window rule (TEAM decision 1): a sequence of ``t`` tokens holds the tokens
+    [sink, sink + int2_len) quantized, ``int2_len = page * floor(max(0, t - sink - recent) / page)``: whole
+    pages of ``page`` tokens leave the recent window together (page 1: token by token). ``t`` is an int or
+    an integer tensor (then elementwise). Every cache, pool and plan takes its lengths from here."""
+    over = t - sink - recent
+    if torch.is_tensor(over):
+        return torch.clamp(over, min=0) // page * page
+    return max(0, over) // page * page
 
 
 def int_region_bits(bits: int = 2, group_size: int = 128, scale_bits: int = 16, head_dim: int | None = None) -> float:
@@ -40,7 +53,7 @@ def effective_bits_per_element(
         raise InputError(f"context must be positive, got {context}")
     if sink < 0 or recent < 0:
         raise InputError("sink and recent must be >= 0")
-    q = context - min(context, sink + recent)
+    q = int2_len(context, sink, recent)
     return mixed_bits_per_element(context, q, int_region_bits(bits, group_size, scale_bits, head_dim), hp_bits)
 
 
