@@ -155,18 +155,46 @@ def test_centering_applied(mode):
         check(m.step([("a", 1)]), atol=1e-4)
 
 
+def test_lloyd_max_levels_applied():
+    """Non-uniform INT2 levels (a file from calibrate --levels lloyd-max) through the pages and the shadow
+    pool equal the reference written out with the same levels."""
+    m = MiniVLLM(OscarSettings(rotations="x", sink=16, recent=32), levels=(0.0, 0.875, 2.125, 3.0))
+    assert m.layer.kernels == "off"  # the kernels take uniform levels: the torch path
+    m.add("a", toks(19, 170))
+    check(m.step([("a", 90)]), atol=1e-4)
+    for _ in range(5):
+        check(m.step([("a", 1)]), atol=1e-4)
+
+
 def test_layer_plan_from_centered_file(tmp_path):
     """A format-2 file with k_mean / v_mean reaches the layer as its means (center="auto")."""
-    from oscarkv.integrations.vllm.core import check_centering, layer_compute_for
+    from oscarkv.integrations.vllm.core import layer_compute_for
     from oscarkv.rotation import RotationSet
 
     eye = torch.eye(64)[None, None].repeat(2, 1, 1, 1)
     mk = torch.randn(2, 2, 64)
     p = RotationSet(eye, eye.clone(), k_mean=mk, v_mean=mk.clone(), meta={"centered": True}).save(tmp_path / "r.safetensors")
-    rs = RotationSet.load(p)
-    check_centering(rs, p)  # accepted: centering has its home in rotation/centering.py
-    lc = layer_compute_for(1, S, rs, 64, torch.float32, 0.125)
+    lc = layer_compute_for(1, S, RotationSet.load(p), 64, torch.float32, 0.125)
     assert torch.equal(lc.k_mean0, mk[1])
+    # the same means in a file not fitted for centered rows (plain calibrate): served uncentered, as oscar is
+    p = RotationSet(eye, eye.clone(), k_mean=mk, v_mean=mk.clone()).save(tmp_path / "u.safetensors")
+    assert layer_compute_for(1, S, RotationSet.load(p), 64, torch.float32, 0.125).k_mean0 is None
+
+
+def test_layer_plan_takes_the_files_levels(tmp_path):
+    """A file with Lloyd-Max levels (calibrate --levels lloyd-max) is served with them, on the torch path
+    (the kernels take uniform levels); a file without them with uniform levels."""
+    from oscarkv.integrations.vllm.core import layer_compute_for
+    from oscarkv.rotation import RotationSet
+
+    eye = torch.eye(64)[None, None].repeat(2, 1, 1, 1)
+    lv = torch.tensor([0.0, 0.875, 2.125, 3.0]).repeat(2, 1)  # in the code range [0, 3], sorted; exact in fp32
+    p = RotationSet(eye, eye.clone(), k_levels=lv, v_levels=lv.clone()).save(tmp_path / "l.safetensors")
+    lc = layer_compute_for(1, S, RotationSet.load(p), 64, torch.float32, 0.125)
+    assert lc.k_cfg.levels == lc.v_cfg.levels == (0.0, 0.875, 2.125, 3.0) and lc.kernels == "off"
+    p = RotationSet(eye, eye.clone()).save(tmp_path / "u.safetensors")
+    lc = layer_compute_for(1, S, RotationSet.load(p), 64, torch.float32, 0.125)
+    assert lc.k_cfg.levels is None and lc.v_cfg.levels is None
 
 
 def test_settings_errors_are_one_line(monkeypatch):

@@ -30,7 +30,6 @@ from .core import (
     ShadowManager,
     StepPlan,
     build_step,
-    check_centering,
     default_shadow_cap,
     layer_compute_for,
 )
@@ -53,7 +52,6 @@ def load_rotations(path: str, hf_config=None):
         rs = _ROTATIONS.get(path)
         if rs is None:
             rs = RotationSet.load(path)
-            check_centering(rs, path)
             _ROTATIONS[path] = rs
     if hf_config is not None:
         rs.check_model(text_config(hf_config))

@@ -27,7 +27,7 @@ from ...errors import InputError, StateError
 from ...kernels import decode_attention, write_kv
 from ...kernels.paged import DecodeMeta, MixedKVPool, WritePlan
 from ...kernels.reference import attend
-from ...quant import QuantConfig, QuantizedRows, dequantize, storage_dtype
+from ...quant import QuantConfig, QuantizedRows, dequantize, int2_len, storage_dtype
 from ...rotation import rotate, unrotate
 
 ENV_ROTATIONS = "OSCAR_KV_ROTATIONS"
@@ -92,44 +92,6 @@ class OscarSettings:
             shadow_pages=_env_int(ENV_SHADOW_PAGES, 0) or None if cap else None,
             kernels=kernels,
         )
-
-
-# ------------------------------------------------------------------------------------ window rule
-def int2_len(t: int, sink: int, recent: int, page: int) -> int:
-    """Tokens held in INT2 when a sequence holds t tokens (TEAM decision 1).
-
-    int2_len(t) = B * floor(max(0, t - S - W) / B): tokens [S, S + int2_len) in INT2, the sink
-    [0, min(t, S)) and the recent window [S + int2_len, t) in high precision. Uses the method object's
-    function once it is on main (one definition of the rule), else this same formula.
-    """
-    fn = _method_rule()
-    if fn is not None:
-        return int(fn(t, sink, recent, page))
-    return page * (max(0, t - sink - recent) // page)
-
-
-_RULES: dict = {}
-
-
-def _method_rule():
-    """``f(t, S, W, B)`` through the method object's ``int2_len`` (the one definition, TEAM decision 1)
-    when the installed oscar-kv has it, else None."""
-    try:
-        from dataclasses import replace
-
-        from ...methods import KVMethod, make_method
-    except Exception:  # pragma: no cover
-        return None
-    if not hasattr(KVMethod, "int2_len"):
-        return None
-
-    def rule(t, sink, recent, page):
-        m = _RULES.get((sink, recent, page))
-        if m is None:
-            m = _RULES[(sink, recent, page)] = replace(make_method("oscar", sink=sink, recent=recent), page=page)
-        return m.int2_len(t)
-
-    return rule
 
 
 # ------------------------------------------------------------------------------------ page format
@@ -584,14 +546,13 @@ class LayerCompute:
 def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int, dtype: torch.dtype,
                       scale: float) -> LayerCompute:
     """LayerCompute for one layer from a RotationSet: rotations and clip ratios through the method
-    object's layer plan; centering (the file's means) when the file was fitted for centered rows."""
+    object's layer plan, served as the file was fitted (``file_recipe``)."""
     from ...methods import make_method
 
     m = make_method("oscar", sink=s.sink, recent=s.recent, group_size=s.group_size, scale_dtype=s.scale_dtype,
-                    **_center_kw(rotations))
+                    **file_recipe(rotations))
     plan = m.layer_plan(layer_idx, head_dim, rotations)
-    extra = dict(k_mean=getattr(plan, "k_mean", None), v_mean=getattr(plan, "v_mean", None),
-                 q_rot=getattr(plan, "k_qrot", None))
+    extra = dict(k_mean=plan.k_mean, v_mean=plan.v_mean, q_rot=plan.k_qrot)
     if s.mode == "exact":
         fmt = PageFormat(head_dim, "exact", dtype)
         return LayerCompute(fmt, None, None, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
@@ -602,43 +563,14 @@ def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int
     return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
 
 
-def _center_kw(rotations) -> dict:
-    """Center iff the file's clip ratios / R_V were fitted for centered rows (``RotationSet.centered``,
-    ``calibrate --plus``); files from plain ``calibrate`` store the means too but are served uncentered,
-    as the paper's oscar method (methods.py) does."""
-    import inspect
-
-    from ...methods import make_method
-
-    if "center" not in inspect.signature(make_method).parameters:
-        return {}
-    return {"center": "on" if getattr(rotations, "centered", False) else "off"}
-
-
-CENTERING_NAMES = ("mu_k", "mu_v", "k_mu", "v_mu", "k_mean", "v_mean", "k_center", "v_center")
-
-
-def check_centering(rotations, path: str | None = None) -> None:
-    """Refuse rotation files with centering vectors (mu_K / mu_V) until centering has its one home on main
-    (helper "accuracy"): applying rotations without the centering they were calibrated with would be
-    silently wrong. Looks at the raw file too, since RotationSet.load drops tensors it does not know."""
-    names = {n for n in CENTERING_NAMES if getattr(rotations, n, None) is not None}
-    meta = getattr(rotations, "meta", {}) or {}
-    if path is not None:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            names |= {k for k in f.keys() if k.lower() in CENTERING_NAMES}
-            meta = {**meta, **(f.metadata() or {})}
-    if not (names or any(k in meta for k in ("centering", "centered"))):
-        return
-    try:
-        from ...rotation import centering  # noqa: F401  (centering's one home: applied by LayerCompute)
-
-        return
-    except ImportError:
-        raise InputError(f"{path or 'this rotation file'} has centering (mu_K/mu_V), which this oscar-kv vLLM "
-                         "backend cannot apply; upgrade oscar-kv or use a file calibrated without centering") from None
+def file_recipe(rotations) -> dict:
+    """The oscar method's options as the file was fitted: centered iff its clip ratios / R_V were fitted for
+    centered rows (``RotationSet.centered``, ``calibrate --plus``; files from plain ``calibrate`` store the
+    means too but are served uncentered, as the paper's oscar method is), Lloyd-Max levels iff it has them
+    (``calibrate --levels lloyd-max``; those layers then run the torch path, the kernels take uniform levels).
+    The key rescale (``--key-scale``) needs no option: the plan takes the file's query transform."""
+    return {"center": "on" if rotations.centered else "off",
+            "levels": "uniform" if rotations.k_levels is None else "lloyd-max"}
 
 
 def tokens_per_gib(cell_bytes: int, num_layers: int, num_kv_heads: int) -> float:

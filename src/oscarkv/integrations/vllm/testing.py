@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from ...quant import QuantConfig, fake_quantize
+from ...quant import QuantConfig, fake_quantize, int2_len
 from ...rotation import hadamard, rotate
-from .core import LayerCompute, OscarSettings, PageFormat, ShadowManager, build_step, int2_len
+from .core import LayerCompute, OscarSettings, PageFormat, ShadowManager, build_step
 
 
 def random_rotation(d: int, seed: int) -> torch.Tensor:
@@ -32,7 +32,7 @@ class MiniVLLM:
 
     def __init__(self, s: OscarSettings, *, num_blocks=64, block_size=16, hq=4, hkv=2, d=64,
                  dtype=torch.float32, device="cpu", shadow_cap=None, kernels="off", per_head=False, seed=0,
-                 means=False):
+                 means=False, levels=None):
         self.s, self.bs, self.hq, self.hkv, self.d = s, block_size, hq, hkv, d
         self.dtype, self.device = dtype, torch.device(device)
         r = int(per_head) * (hkv - 1) + 1
@@ -44,8 +44,8 @@ class MiniVLLM:
             self.k_cfg = self.v_cfg = None
         else:
             fmt = PageFormat(d, "oscar", dtype, 1, torch.float16)
-            self.k_cfg = QuantConfig(2, d, 0.96, "float16")
-            self.v_cfg = QuantConfig(2, d, 0.92, "float16")
+            self.k_cfg = QuantConfig(2, d, 0.96, "float16", levels)  # levels: Lloyd-Max stand-ins (None: uniform)
+            self.v_cfg = QuantConfig(2, d, 0.92, "float16", levels)
         self.k_mean = self.v_mean = None
         if means:  # calibrated-mean stand-ins: a large per-channel offset, as in Qwen2-family keys
             g = torch.Generator().manual_seed(seed + 30)
