@@ -261,3 +261,21 @@ def test_graph_refusals_come_before_the_prefill(model, config, rotations):
         assert generate(model, c, ids, max_new_tokens=2).shape == (1, 2)
     finally:
         disable_oscar_attention(model)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fallback where the CUDA kernels cannot run")
+def test_cuda_layout_fallback_is_said_and_a_forced_cuda_backend_refuses(config, rotations):
+    """Where the CUDA kernels cannot run (here: no GPU, as on a GPU without nvcc), "auto" picks the Triton
+    layout with one warning naming why; a forced kernel_backend="cuda" raises instead of running another."""
+    from types import SimpleNamespace
+
+    from oscarkv.cache.paged import PagedState
+    from oscarkv.kernels.cuda_ops import CudaKernelUnavailable
+
+    plan = paged(config, "oscar", rotations).method.layer_plan(0, 32, rotations)  # group 32 == head_dim 32
+    state = SimpleNamespace(kernel_backend="auto", plans=[plan], head_dim=32)
+    with pytest.warns(RuntimeWarning, match="CUDA INT2 kernels cannot run .*CUDA GPU.*Triton"):
+        assert PagedState._auto_layout(state, "cuda") == "logical"
+    state.kernel_backend = "cuda"
+    with pytest.raises(CudaKernelUnavailable, match="CUDA GPU"):
+        PagedState._auto_layout(state, "cuda")

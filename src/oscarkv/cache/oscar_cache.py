@@ -160,12 +160,10 @@ class OscarCache(Cache):
             raise StateError("the cache already holds tokens; switch backends on an empty cache")
         from dataclasses import replace
 
-        from ..kernels import MixedKVCache
+        from .paged import BLOCK_SIZE
 
-        from .paged import BLOCK_SIZE, pool_page
-
-        # the pools demote in the kernels' page: the cache's window rule follows it
-        page = pool_page(MixedKVCache(2, 2, BLOCK_SIZE, self.method.sink, self.method.recent))
+        # the pools demote whole blocks (MixedKVCache's default page): the cache's window rule follows it
+        page = BLOCK_SIZE
         if page != self.method.page:
             self.method = replace(self.method, page=page)
         plans = [layer.plan for layer in self.layers]

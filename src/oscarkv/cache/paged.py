@@ -33,6 +33,7 @@ reference cache shows it as held after the chunk's demotions. Single-token decod
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -44,19 +45,6 @@ from ..rotation import expand_heads, rotate, rotate_with_keys, unrotate
 from ..rotation.centering import add_value_mean, center, rotated_mean
 
 BLOCK_SIZE = 16
-
-
-def pool_page(mgr) -> int:
-    """The demotion page B of the kernels' block manager, read from its own window rule."""
-    f = getattr(mgr, "int2_len", None)
-    if f is None:
-        return mgr.block_size
-    base = mgr.sink + mgr.recent
-    got = [f(base + k) for k in range(4 * mgr.block_size)]
-    for b in (1, mgr.block_size):
-        if got == [b * (k // b) for k in range(4 * mgr.block_size)]:
-            return b
-    raise StateError("the kernels' block manager follows an unknown window rule; update oscarkv.cache.paged")
 
 
 def paged_support(method: KVMethod, head_dim: int, block_size: int = BLOCK_SIZE) -> str | None:
@@ -167,13 +155,13 @@ class PagedState:
                              "create it with OscarCache(..., max_tokens=N) for a larger N")
         self.capacity = cap
         s, w, bs = self.method.sink, self.method.recent, BLOCK_SIZE
-        page = pool_page(MixedKVCache(2, 2, block_size=bs, sink=s, recent=w))
+        page = bs  # MixedKVCache's default page: whole blocks leave the recent window together (TEAM decision 1)
         per_q = -(-max(0, cap - s - w) // bs) + 1
         # the hp tier holds the sink and a ring of W (page 1) or W + B slots (page-wise demotion)
         self.max_hp_len = min(cap, s + w + (page - 1 if page > 1 else 0))
         per_hp = -(-min(cap, s + w + (page if page > 1 else 0)) // bs) + 1
         self.mgr = MixedKVCache(batch * per_q + 1, batch * per_hp + 1, block_size=bs, sink=s, recent=w)
-        self.page = pool_page(self.mgr)
+        self.page = self.mgr.page
         for r in range(batch):
             self.mgr.add(r)
         layout = self.layout if self.layout != "auto" else self._auto_layout(device)
@@ -192,11 +180,15 @@ class PagedState:
         p = self.plans[0]
         if p.k_cfg.group(self.head_dim) != self.head_dim or p.k_cfg.scale_dtype != "float16":
             return "logical"  # the CUDA kernels take one fp16 scale group per row
-        try:
-            from ..kernels import cuda_ops
+        from ..kernels import cuda_ops
 
+        try:
             cuda_ops.lib()  # builds (nvcc, once, cached) or raises CudaKernelUnavailable
-        except Exception:  # no nvcc / no kernel for this GPU: the Triton kernels on the logical layout
+        except (cuda_ops.CudaKernelUnavailable, OSError) as e:  # no nvcc, a failed build, an unloadable library
+            if self.kernel_backend == "cuda":
+                raise  # forced: say why, never run another kernel in its place
+            warnings.warn(f"oscar-kv: the CUDA INT2 kernels cannot run ({str(e).splitlines()[0]}); the paged cache "
+                          "runs the slower Triton kernels instead", RuntimeWarning, stacklevel=2)
             return "logical"
         return "tile16"
 
@@ -345,7 +337,7 @@ class PagedState:
         rows = list(range(self.batch))
         sm = self.static_meta
         lens = self.row_lengths()
-        incremental = self._last_tables is not None and hasattr(self.mgr, "int2_len") and hasattr(self.mgr, "hp_len")
+        incremental = self._last_tables is not None
         if not incremental:
             meta = self.mgr.metadata(rows, "cpu")
             for dst, src in zip((sm.hp_block_tables, sm.int2_block_tables), (meta.hp_block_tables, meta.int2_block_tables)):
@@ -379,7 +371,7 @@ class PagedState:
 
         hp[7].fill_(NULL_BLOCK)
         hp[8].fill_(-1)
-        if getattr(plan, "page_dst", None) is not None:
+        if plan.page_dst is not None:
             if sp.page_dst is None:
                 sp.page_dst, sp.page_src = self._static_page_parts
             hp[7][: plan.page_dst.shape[0]] = plan.page_dst

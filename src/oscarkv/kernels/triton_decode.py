@@ -346,8 +346,8 @@ def plan_launch(q, pool, meta, block_n_hp, block_n, min_split_tokens, hp_ctas_pe
     HKV = pool.num_kv_heads
     assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
     sms = num_sms(q.device)
-    max_hp = meta.max_hp_len if getattr(meta, "max_hp_len", None) is not None else int(meta.hp_lens.max())
-    max_q = meta.max_int2_len if getattr(meta, "max_int2_len", None) is not None else int(meta.int2_lens.max())
+    max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
+    max_q = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
     if n_hp_splits is None:
         n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, hp_ctas_per_sm)
     if n_q_splits is None:
