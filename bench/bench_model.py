@@ -122,24 +122,14 @@ def sync(device):
 
 
 def copy_bandwidth(device) -> float:
-    """Bytes/s of torch copy_ (read + write) on a 2 GiB buffer, median of 20."""
+    """Bytes/s of a device-to-device copy (read + write): bench_decode's measurement, the one rule every
+    benchmark's "percent of copy bandwidth" and ideal-from-bytes use. NaN on CPU."""
     if device == "cpu":
         return float("nan")
-    n = 1 << 30
-    a = torch.empty(n, dtype=torch.uint8, device=device)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    ts = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        b.copy_(a)
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3)
-    del a, b
-    return 2 * n / statistics.median(ts)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_decode import copy_bandwidth as measure
+
+    return measure(device)[0]
 
 
 def weight_bytes_read(model) -> int:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_decode import time_calls  # noqa: E402
+from bench_decode import copy_bandwidth, time_calls  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"qwen3-4b": dict(h=2560, i=9728, hq=32, hkv=8, d=128), "qwen3-8b": dict(h=4096, i=12288, hq=32, hkv=8, d=128)}
@@ -44,11 +44,7 @@ def main():
     ap.add_argument("--bytes-per-shape", type=float, default=256e6)
     args = ap.parse_args()
     dev = "cuda"
-    n = 1 << 30
-    a = torch.empty(n, dtype=torch.uint8, device=dev)
-    b = torch.empty_like(a)
-    bw = 2 * n / (time_graph(lambda: b.copy_(a)) / 1e6)
-    del a, b
+    bw = copy_bandwidth(dev)[0]
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "torch": torch.__version__,
            "device": torch.cuda.get_device_name(), "copy_bandwidth_bytes_per_s": bw, "rows": []}
     print(f"copy bandwidth {bw / 1e12:.3f} TB/s", flush=True)
