@@ -194,6 +194,34 @@ def test_sampling_runs_and_eager_generate_equals_graph():
     _compare("llama eager model.generate (paged) vs graph loop", want.sequences[:, 120:], want.logits, got, logits)
 
 
+def test_beam_search_on_the_cuda_kernels():
+    """Beam search (model.generate(num_beams=...)) on the tile16 pools and the CUDA kernels: rows reordered by
+    copying blocks (PagedState.copy_rows). Exact property: after row 1 takes row 0's blocks, the same next
+    token gives both rows bit-equal logits (the same kernels over the same bytes); beam search then runs."""
+    cfg = _config("qwen3")
+    model = _model(cfg)
+    rot = _rotations(cfg)
+    ids = torch.randint(1, 512, (2, 300), generator=torch.Generator().manual_seed(6)).cuda()
+    c = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
+    enable_oscar_attention(model, c)
+    try:
+        model.generate(ids, attention_mask=torch.ones_like(ids), cache=c, max_new_tokens=40, do_sample=False,
+                       pad_token_id=0)
+        assert c.paged.layout == "tile16" and c.segments()["quantized"] > 0
+        n = c.get_seq_length()
+        c.reorder_cache(torch.tensor([0, 0], device="cuda"))
+        with torch.no_grad():
+            lg = model(torch.full((2, 1), 7, device="cuda"), attention_mask=torch.ones(2, n + 1, dtype=torch.long, device="cuda"),
+                       cache=c, cache_position=torch.tensor([n], device="cuda")).logits
+        assert torch.equal(lg[0], lg[1])
+    finally:
+        disable_oscar_attention(model)
+    b = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
+    out = oscar_generate(model, b, ids[:1], num_beams=3, max_new_tokens=32, output_logits=False, output_scores=True)
+    assert b.paged.layout == "tile16"
+    assert out.sequences.shape == (1, 332) and torch.isfinite(out.sequences_scores).all()
+
+
 def test_graph_with_torch_kernels_is_refused_in_one_line():
     """The torch reference syncs with the host: capturing it must be refused before capture starts (a failed
     capture leaves the CUDA generator unusable for the rest of the process); eager still works."""

@@ -279,3 +279,56 @@ def test_cuda_layout_fallback_is_said_and_a_forced_cuda_backend_refuses(config, 
     state.kernel_backend = "cuda"
     with pytest.raises(CudaKernelUnavailable, match="CUDA GPU"):
         PagedState._auto_layout(state, "cuda")
+
+
+@pytest.mark.parametrize("layout", ["logical", "tile16"])
+def test_beam_search_equals_reference(model, config, rotations, layout):
+    """model.generate(num_beams=3) on a left-padded batch: the paged cache reorders its rows by copying the
+    beams' blocks (PagedState.copy_rows) and gives the reference cache's beams and scores."""
+    ids, mask = left_pad(_prompts((40, 23)))
+    p = paged(config, "oscar", rotations)
+    p.paged.layout = layout
+    kw = dict(num_beams=3, output_logits=False, output_scores=True)
+    got = run(model, p, ids, mask, **kw)
+    want = run(model, reference_like(config, p, rotations), ids, mask, **kw)
+    assert p.segments()["quantized"] > 0
+    assert torch.equal(got.sequences, want.sequences)
+    assert (got.sequences_scores - want.sequences_scores).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("layout", ["logical", "tile16"])
+def test_copied_row_attends_exactly_as_its_source(model, config, rotations, layout):
+    """After row 1 takes row 0's blocks, the same next token gives both rows equal logits."""
+    from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
+
+    ids = torch.randint(1, 100, (2, 50), generator=torch.Generator().manual_seed(5))
+    p = paged(config, "oscar", rotations)
+    p.paged.layout = layout
+    run(model, p, ids, torch.ones_like(ids), max_new_tokens=5, output_logits=False)
+    n = p.get_seq_length()
+    p.reorder_cache(torch.tensor([0, 0]))
+    enable_oscar_attention(model, p)
+    try:
+        with torch.no_grad():
+            lg = model(torch.full((2, 1), 7), attention_mask=torch.ones(2, n + 1, dtype=torch.long), cache=p,
+                       cache_position=torch.tensor([n])).logits
+    finally:
+        disable_oscar_attention(model)
+    assert p.segments()["quantized"] > 0
+    assert torch.equal(lg[0], lg[1])
+
+
+def test_row_copy_refuses_rows_of_other_lengths(model, config, rotations):
+    """Rows of different lengths (different padding) have block lists of different shapes: refused with one
+    line, nothing copied; a batch change too."""
+    from oscarkv.errors import UnsupportedError
+
+    ids, mask = left_pad(_prompts((40, 23)))
+    p = paged(config, "oscar", rotations)
+    run(model, p, ids, mask, max_new_tokens=2, output_logits=False)
+    before = [t.clone() for t in (p.paged.pools[0].k_hp, p.paged.pools[0].k_codes)]
+    with pytest.raises(UnsupportedError, match="row 0 .* cannot take row 1"):
+        p.reorder_cache(torch.tensor([1, 1]))
+    with pytest.raises(UnsupportedError, match="changing the batch"):
+        p.reorder_cache(torch.tensor([0, 1, 1]))
+    assert all(torch.equal(a, b) for a, b in zip(before, (p.paged.pools[0].k_hp, p.paged.pools[0].k_codes)))

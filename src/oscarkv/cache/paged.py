@@ -227,6 +227,41 @@ class PagedState:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
         return decode_attention(q, pool, cur["after"], sm_scale=scale, backend=kb, out=out, **kw)
 
+    def copy_rows(self, idx: int, src_rows: torch.Tensor) -> None:
+        """Beam search's reorder for layer ``idx``: row r takes row ``src_rows[r]``'s K/V. The beams of one
+        prompt hold equally many tokens with the same left padding, so their block lists have the same
+        structure (the same appends in the same forwards): the blocks' contents are copied, pool tensor by
+        pool tensor, and every block table, length and plan stays as it is."""
+        from ..kernels.paged import TILE16_RECORD_FIELDS
+
+        src = [int(x) for x in src_rows.tolist()]
+        if self.mgr is None or src == list(range(self.batch)):
+            return
+        self.check_consistent()
+        if len(src) != self.batch or not all(0 <= x < self.batch for x in src):
+            raise UnsupportedError(f"the paged OscarCache reorders its {self.batch} rows among themselves; got "
+                                   f"indices {src[:8]} (changing the batch is not supported)")
+        lens, pad = self.row_lengths(), self.pad.tolist()
+        bad = [r for r, x in enumerate(src) if (lens[r], pad[r]) != (lens[x], pad[x])]
+        if bad:
+            r = bad[0]
+            raise UnsupportedError(f"the paged OscarCache copies a row only onto a row of the same length and "
+                                   f"padding (the beams of one prompt); row {r} ({lens[r]} tokens) cannot take "
+                                   f"row {src[r]} ({lens[src[r]]} tokens)")
+        dst_hp, src_hp, dst_q, src_q = [], [], [], []
+        for r, x in enumerate(src):
+            if r != x:
+                (hr, qr), (hx, qx) = self.mgr.blocks(r), self.mgr.blocks(x)
+                dst_hp, src_hp, dst_q, src_q = dst_hp + hr, src_hp + hx, dst_q + qr, src_q + qx
+        pool = self.pools[idx]
+        for names, dst, from_ in ((TILE16_RECORD_FIELDS, dst_q, src_q), (("k_hp", "v_hp"), dst_hp, src_hp)):
+            if dst:
+                d = torch.tensor(dst, device=self.device)
+                f = torch.tensor(from_, device=self.device)
+                for n in names:
+                    t = getattr(pool, n)
+                    t[d] = t[f]  # the right side is gathered first: rows may swap
+
     def nbytes(self) -> int:
         from ..kernels.paged import POOL_TENSORS
 
@@ -540,8 +575,12 @@ class PagedLayer(CacheLayerMixin):
         if tokens_to_remove:
             raise UnsupportedError("the paged OscarCache cannot be cropped (assisted decoding is not supported)")
 
-    def _unsupported(self, *a, **k):
-        raise UnsupportedError("the paged OscarCache does not reorder its batch (beam search is not supported); "
-                                  "use greedy or sampling")
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Beam search (``model.generate(num_beams=...)``): see ``PagedState.copy_rows``."""
+        self.state.copy_rows(self.idx, beam_idx)
 
-    reorder_cache = batch_select_indices = batch_repeat_interleave = _unsupported
+    def _unsupported(self, *a, **k):
+        raise UnsupportedError("the paged OscarCache keeps the batch of its first forward (no batch selection or "
+                               "expansion); start generate with the batch you need")
+
+    batch_select_indices = batch_repeat_interleave = _unsupported
