@@ -222,6 +222,31 @@ def test_beam_search_on_the_cuda_kernels():
     assert out.sequences.shape == (1, 332) and torch.isfinite(out.sequences_scores).all()
 
 
+def test_reset_cache_graph_generate_equals_a_new_cache():
+    """A reset paged cache (new pools, a new captured graph) serves the next prompt as a new cache does."""
+    cfg = _config("llama")
+    model = _model(cfg)
+    rot = _rotations(cfg)
+    a = torch.randint(1, 512, (2, 200), generator=torch.Generator().manual_seed(7)).cuda()
+    b = torch.randint(1, 512, (3, 150), generator=torch.Generator().manual_seed(8)).cuda()
+    c = OscarCache(cfg, "oscar", rotations=rot, max_tokens=400, **KW)
+    enable_oscar_attention(model, c)
+    try:
+        graph_generate(model, c, a, max_new_tokens=32)
+        c.reset()
+        got, got_logits = graph_generate(model, c, b, max_new_tokens=32, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    n = OscarCache(cfg, "oscar", rotations=rot, max_tokens=400, **KW)
+    enable_oscar_attention(model, n)
+    try:
+        want, want_logits = graph_generate(model, n, b, max_new_tokens=32, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    assert torch.equal(got, want)
+    assert all(torch.equal(x, y) for x, y in zip(got_logits, want_logits))
+
+
 def test_graph_with_torch_kernels_is_refused_in_one_line():
     """The torch reference syncs with the host: capturing it must be refused before capture starts (a failed
     capture leaves the CUDA generator unusable for the rest of the process); eager still works."""

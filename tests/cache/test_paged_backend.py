@@ -332,3 +332,40 @@ def test_row_copy_refuses_rows_of_other_lengths(model, config, rotations):
     with pytest.raises(UnsupportedError, match="changing the batch"):
         p.reorder_cache(torch.tensor([0, 1, 1]))
     assert all(torch.equal(a, b) for a, b in zip(before, (p.paged.pools[0].k_hp, p.paged.pools[0].k_codes)))
+
+
+@pytest.mark.parametrize("layout", ["logical", "tile16"])
+def test_reset_cache_serves_the_next_prompt_as_a_new_one(model, config, rotations, layout):
+    """reset() empties a paged cache for the next prompt (another batch and length): model.generate and the
+    fixed-buffer loop then give exactly what a new cache gives; a GraphDecoder made before refuses to step."""
+    from oscarkv.cache.graph import GraphDecoder, generate
+
+    first, mask1 = left_pad(_prompts((40, 23, 33)))
+    second, mask2 = left_pad(_prompts((57, 30), seed=9))
+    c = paged(config, "oscar", rotations)
+    c.paged.layout = layout
+    run(model, c, first, mask1)
+    enable_oscar_attention(model, c)
+    try:
+        old = GraphDecoder(model, c, use_graph=False)
+    finally:
+        disable_oscar_attention(model)
+    c.reset()
+    assert c.get_seq_length() == 0 and c.paged.mgr is None
+    with pytest.raises(StateError, match="reset"):
+        old.step(torch.zeros(3, dtype=torch.long))
+    fresh = paged(config, "oscar", rotations)
+    fresh.paged.layout = layout
+    got, want = run(model, c, second, mask2), run(model, fresh, second, mask2)
+    assert c.paged.pools[0].layout == layout and c.segments()["quantized"] > 0
+    assert torch.equal(got.sequences, want.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(got.logits, want.logits))
+    c.reset()
+    enable_oscar_attention(model, c)
+    try:
+        toks, logits = generate(model, c, first, mask1, max_new_tokens=20, use_graph=False, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    again = run(model, paged(config, "oscar", rotations), first, mask1)
+    assert torch.equal(toks, again.sequences[:, first.shape[1]:])
+    assert max((a - b).abs().max() for a, b in zip(logits, again.logits)) < 1e-4

@@ -149,6 +149,7 @@ class GraphDecoder:
         if compile:
             _check_compile(st.device)
         self.model, self.cache, self.state = model, cache, st
+        self.epoch = st.epoch  # a reset of the cache ends this decoder (its graph holds the old pools)
         self.use_graph = _use_graph(st, st.device, use_graph)
         if st.graph_capacity is None:
             st.make_static()
@@ -187,6 +188,9 @@ class GraphDecoder:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B] (the last sampled token of each row) -> logits [B, vocab] of the next position."""
         st = self.state
+        if st.epoch != self.epoch:
+            raise StateError("the cache was reset after this GraphDecoder was made; make a new GraphDecoder "
+                             "(oscarkv.cache.graph.generate makes one per call)")
         if not torch.is_tensor(tokens) or tokens.numel() != st.batch:
             got = tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__
             raise InputError(f"step takes one token per row: a tensor of {st.batch} token ids, got {got}")

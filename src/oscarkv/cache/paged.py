@@ -127,11 +127,14 @@ class PagedState:
         # pool layout: "tile16" feeds the CUDA decode/append kernels (kernels/cuda_ops.py), "logical" the
         # Triton ones; "auto": tile16 on CUDA when the kernels build and the format allows it
         self.layout = "auto"
+        self._layout_asked = "auto"  # the layout before allocate resolved "auto" (what reset() returns to)
         self._decode_plans: dict = {}
         # compiled decode step (graph.GraphDecoder(compile=True)): the layers hand q/k/v to the opaque op
         # ``oscarkv::paged_decode`` (cache/ops.py) instead of keeping per-layer Python state
         self.opaque = False
         self.handle: torch.Tensor | None = None
+        self.epoch = 0  # counts resets: a GraphDecoder made before a reset refuses to step (its graph holds
+        # the old pools' addresses)
 
     # ------------------------------------------------------------------ allocation
     DEFAULT_HEADROOM = 4096  # tokens per row past the first forward's width when max_tokens is not given
@@ -139,6 +142,15 @@ class PagedState:
     def capacity_for(self, prompt: int) -> int:
         """Tokens per row the pools hold when the first forward is ``prompt`` tokens wide."""
         return self.max_tokens if self.max_tokens is not None else prompt + self.DEFAULT_HEADROOM
+
+    def reset(self) -> None:
+        """Back to the state before the first forward: the pools, tables, plans and padding are dropped and
+        the next forward allocates anew for its own batch and length (layout choice and handle kept)."""
+        self.pad, self.mgr, self.pools, self.n = None, None, [], 0
+        self.preplanned, self.graph_capacity, self.cur, self.broken = False, None, None, None
+        self.layout = self._layout_asked
+        self._decode_plans, self._last_tables = {}, None
+        self.epoch += 1
 
     def allocate(self, batch: int, device, dtype, prompt: int) -> None:
         from ..kernels import MixedKVCache, MixedKVPool, check_kernel_backend
@@ -164,6 +176,7 @@ class PagedState:
         self.page = self.mgr.page
         for r in range(batch):
             self.mgr.add(r)
+        self._layout_asked = self.layout  # what reset() returns to
         layout = self.layout if self.layout != "auto" else self._auto_layout(device)
         self.pools = [
             MixedKVPool.allocate(batch * per_q + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
@@ -569,7 +582,10 @@ class PagedLayer(CacheLayerMixin):
         return -1
 
     def reset(self) -> None:
-        raise StateError("a paged OscarCache cannot be reset; create a new one")
+        """Empty the cache for a new prompt (``PagedState.reset``; every layer calls it, the first one does it)."""
+        if self.state.mgr is not None:
+            self.state.reset()
+        self.is_initialized, self.pending, self.fresh = False, None, False
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove:
