@@ -210,9 +210,10 @@ def test_beam_search_on_the_cuda_kernels():
         assert c.paged.layout == "tile16" and c.segments()["quantized"] > 0
         n = c.get_seq_length()
         c.reorder_cache(torch.tensor([0, 0], device="cuda"))
+        mask = torch.ones(2, n + 1, dtype=torch.long, device="cuda")
         with torch.no_grad():
-            lg = model(torch.full((2, 1), 7, device="cuda"), attention_mask=torch.ones(2, n + 1, dtype=torch.long, device="cuda"),
-                       cache=c, cache_position=torch.tensor([n], device="cuda")).logits
+            lg = model(torch.full((2, 1), 7, device="cuda"), attention_mask=mask, cache=c,
+                       cache_position=torch.tensor([n], device="cuda")).logits
         assert torch.equal(lg[0], lg[1])
     finally:
         disable_oscar_attention(model)
