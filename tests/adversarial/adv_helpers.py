@@ -6,7 +6,7 @@ import pytest
 import torch
 from tinymodels import tiny_checkpoint, tiny_config  # noqa: F401 (re-exported to the tests)
 
-from oscarkv.rotation import RotationSet, config_hash, hadamard
+from oscarkv.rotation import RotationSet, config_hash
 
 
 def good_rotations(layers=2, d=32, per_head=False, levels=False, seed=0):

@@ -6,7 +6,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 

@@ -1,6 +1,5 @@
 """Issue 11 item 3: a NaN key in the BF16 window must not come out of decode as exactly 0."""
 
-import sys
 from pathlib import Path
 
 import pytest

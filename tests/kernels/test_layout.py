@@ -13,7 +13,6 @@ from oscarkv.kernels.layout import (
     scales_from_tile16,
     scales_to_tile16,
 )
-from oscarkv.kernels.reference import decode_attention_torch
 from oscarkv.quant import QuantConfig
 
 POOL_INT2 = ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero")

@@ -17,7 +17,6 @@ import gc
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
