@@ -122,3 +122,17 @@ def test_fake_quantize_is_quantize_then_dequantize(levels, clip):
     x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(4)) * 3 + 1
     cfg = QuantConfig(2, 32, clip, "float16", levels)
     assert torch.equal(fake_quantize(x, cfg), dequantize(quantize(x, cfg), cfg))
+
+
+def test_window_rule_int_and_tensor_agree():
+    """quant.int2_len, the one window rule: whole pages leave the recent window; ints and tensors agree."""
+    import torch
+
+    from oscarkv.quant import int2_len
+
+    t = torch.arange(0, 400)
+    for sink, recent, page in ((0, 0, 1), (64, 256, 16), (4, 59, 1), (16, 32, 16)):
+        got = int2_len(t, sink, recent, page)
+        want = [page * (max(0, n - sink - recent) // page) for n in range(400)]
+        assert got.tolist() == want == [int2_len(n, sink, recent, page) for n in range(400)]
+        assert all(x % page == 0 for x in want)
