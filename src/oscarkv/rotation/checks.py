@@ -140,10 +140,6 @@ def check_query_pair(name: str, q: torch.Tensor, dims: Dims, k_rotation: torch.T
     return None
 
 
-def _heads(d: Dims):
-    return d.kv_heads if d.kv_heads is not None else None
-
-
 RULES: dict[str, Rule] = {
     "k_rotation": Rule(lambda d: (d.layers, d.rk, d.head_dim, d.head_dim), check_orthogonal, required=True),
     "v_rotation": Rule(lambda d: (d.layers, d.rv, d.head_dim, d.head_dim), check_orthogonal, required=True),

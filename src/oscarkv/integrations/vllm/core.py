@@ -113,9 +113,6 @@ class PageFormat:
         sb = torch.tensor([], dtype=self.scale_dtype).element_size()
         return 2 * (d // 4) + 4 * self.num_groups * sb
 
-    def bf16_cell_bytes(self) -> int:
-        return 2 * self.head_dim * 2
-
     def int2_views(self, kv_cache: torch.Tensor) -> dict:
         """k_codes, v_codes [nb, H, Bv, d/4] uint8; k/v scale/zero [nb, H, Bv, ng] (strided views)."""
         u8 = kv_cache.view(torch.uint8)
