@@ -144,6 +144,15 @@ def blocks_to_logical(pool, blocks: torch.Tensor, which: str):
     return c, s, z
 
 
+def blocks_store_logical(pool, blocks: torch.Tensor, which: str, codes, scale, zero) -> None:
+    """Write logical-layout ``[n, Hkv, 16, ...]`` contents into int2 ``blocks`` of the pool (any layout)."""
+    if pool.layout == "tile16":
+        codes, scale, zero = codes_to_tile16(codes, which), scales_to_tile16(scale, which), scales_to_tile16(zero, which)
+    getattr(pool, f"{which}_codes")[blocks] = codes
+    getattr(pool, f"{which}_scale")[blocks] = scale
+    getattr(pool, f"{which}_zero")[blocks] = zero
+
+
 def convert_pool(pool, layout: str):
     """A copy of ``pool`` with its INT2 tensors in ``layout`` ("logical" or "tile16"); hp tensors shared."""
     from dataclasses import replace

@@ -219,8 +219,18 @@ def tile16_records(num_blocks: int, num_kv_heads: int, head_dim: int, scale_dtyp
     one address and 9 consecutive 128-byte lines at d = 128 (issue 7). Shapes and dtypes are those of the
     logical layout; every consumer addresses the pool through strides."""
     sb = torch.tensor([], dtype=scale_dtype).element_size()
+    size = tile16_record_offsets(head_dim, sb)[1]
+    return tile16_views(torch.zeros(num_blocks, num_kv_heads, size, dtype=torch.uint8, device=device), head_dim,
+                        scale_dtype)
+
+
+def tile16_views(rec: torch.Tensor, head_dim: int, scale_dtype: torch.dtype) -> dict:
+    """The six INT2 tensors of a tile16 pool over existing records ``rec`` ``[num_blocks, num_kv_heads,
+    record]`` uint8 (``tile16_records``' memory, or a serving engine's pages: the vLLM backend)."""
+    sb = torch.tensor([], dtype=scale_dtype).element_size()
     offs, size = tile16_record_offsets(head_dim, sb)
-    rec = torch.zeros(num_blocks, num_kv_heads, size, dtype=torch.uint8, device=device)
+    if rec.dtype != torch.uint8 or rec.shape[-1] != size:
+        raise ValueError(f"tile16 records of head_dim {head_dim} are {size} bytes, got {tuple(rec.shape)} {rec.dtype}")
     out = {}
     for name, o in offs.items():
         if name.endswith("codes"):

@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..quant.format import QuantizedRows, dequantize, quantize
-from .layout import blocks_to_logical, convert_pool
+from .layout import blocks_store_logical, blocks_to_logical
 from .paged import DecodeMeta, MixedKVPool, WritePlan
 
 
@@ -32,7 +32,15 @@ def read_int2(pool: MixedKVPool, slots: torch.Tensor, which: str) -> QuantizedRo
 
 
 def write_int2(pool: MixedKVPool, slots: torch.Tensor, which: str, rows: QuantizedRows) -> None:
+    """Store packed rows at int2 ``slots`` (any pool layout; slots distinct). A tile16 block interleaves the
+    bits of several tokens, so each touched block is read, updated and written back once, in logical form."""
     b, o = _split(slots.long(), pool.block_size)
+    if pool.layout != "logical":
+        ub, inv = torch.unique(b, return_inverse=True)
+        codes, scale, zero = blocks_to_logical(pool, ub, which)
+        codes[inv, :, o], scale[inv, :, o], zero[inv, :, o] = rows.codes, rows.scale, rows.zero
+        blocks_store_logical(pool, ub, which, codes, scale, zero)
+        return
     for n in ("codes", "scale", "zero"):
         getattr(pool, f"{which}_{n}")[b, :, o] = getattr(rows, n)
 
@@ -41,16 +49,8 @@ def write_kv_torch(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wr
     """Reference of the fused quantize-and-append: ``k, v`` are ``[num_rows, num_kv_heads, head_dim]`` (rotated).
 
     Demotion runs first (it reads ring slots that the new rows may overwrite), then new rows are copied
-    to hp slots or clipped + quantized into int2 slots. A tile16 pool is written through its logical
-    form (whole int2 tensors converted both ways: slow, reference only).
+    to hp slots or clipped + quantized into int2 slots (either pool layout: ``write_int2``).
     """
-    if pool.layout != "logical":
-        lp = convert_pool(pool, "logical")
-        write_kv_torch(lp, k, v, plan)
-        back = convert_pool(lp, pool.layout)
-        for n in ("k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero"):
-            getattr(pool, n).copy_(getattr(back, n))
-        return
     dev = pool.k_hp.device
     plan = plan.to(dev)
     bs = pool.block_size
