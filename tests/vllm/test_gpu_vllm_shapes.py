@@ -1,9 +1,10 @@
 """GPU test of the vLLM backend's compute on vLLM-shaped tensors and metadata (vLLM itself cannot be
 installed on the GPU machine). Needs no vLLM: MiniVLLM (oscarkv.integrations.vllm.testing) plays the
 engine (block tables, slot mappings, chunked prefill, decode, prefix sharing, block reuse, preemption)
-and the layer runs exactly the code the plugin runs: the package's Triton append kernel writes INT2
-pages + BF16 shadow rows, the Triton decode kernel attends over the two-tier tables for q_len == 1
-rows, the torch path handles chunks. Compared against (a) the same steps through the torch reference
+and the layer runs exactly the code the plugin runs: with cell pages the package's Triton append kernel
+writes INT2 pages + BF16 shadow rows and the Triton decode kernel attends over the two-tier tables for
+q_len == 1 rows; with tile16 pages (the default on a GPU) torch writes the records and the CUDA decode
+kernel reads them; the torch path handles chunks. Compared against (a) the same steps through the torch reference
 on the same GPU tensors and (b) the dense reference (window rule written out). Skips without CUDA;
 on CPU the same checks run with TRITON_INTERPRET=1 via OSCAR_KV_INTERPRET_TEST=1 (slow).
 
@@ -33,9 +34,14 @@ def toks(seed, n):
     return torch.randint(0, 1000, (n,), generator=g).tolist()
 
 
-def pair(**kw):
+# INT2 pages as cells (Triton append + decode) or, "auto" on a GPU, as tile16 records (the CUDA decode kernel
+# over vLLM's pages; torch writes; on CPU "auto" gives cells)
+LAYOUTS = ["logical", "auto"]
+
+
+def pair(layout="logical", **kw):
     """The kernel path and the torch path, same scenario, same dtype/device, own page tensors."""
-    return MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS, **kw), MiniVLLM(
+    return MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS, layout=layout, **kw), MiniVLLM(
         S, device=DEV, dtype=torch.bfloat16, kernels="off", **kw)
 
 
@@ -44,17 +50,21 @@ def run_both(sims, fn):
     for rid in outs[0]:
         a, exp = outs[0][rid]
         b, _ = outs[1][rid]
-        # kernel vs torch on the same bf16 tensors: accumulation order and bf16 rounding only
-        assert (a - b).abs().max() < 3e-2, (rid, (a - b).abs().max().item())
+        # kernel vs torch on the same bf16 tensors: accumulation order and bf16 rounding only; the CUDA kernel
+        # (tile16 pages) also scores the INT2 history with an int8 query (docs/KERNELS.md): on this scenario
+        # the torch reference with that query is 0.023 from the bf16-query path (CPU, 2026-12-05)
+        tol = 5e-2 if sims[0].layer.layout == "tile16" else 3e-2
+        assert (a - b).abs().max() < tol, (rid, (a - b).abs().max().item())
         # vs the dense fp32 reference (rotation in fp32, so a few INT2 codes differ from the bf16
         # path's): only a gross error (wrong or stale rows) moves the mean this far
         assert (a - exp).abs().mean() < 0.03, (rid, (a - exp).abs().mean().item())
     return outs
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("per_head", [False, True])
-def test_gpu_prefill_decode_sharing_reuse_preempt(per_head):
-    sims = pair(num_blocks=64, per_head=per_head, hq=8, hkv=2)
+def test_gpu_prefill_decode_sharing_reuse_preempt(per_head, layout):
+    sims = pair(layout, num_blocks=64, per_head=per_head, hq=8, hkv=2)
     base = toks(1, 400)
     for m in sims:
         m.add("a", base)
@@ -75,12 +85,15 @@ def test_gpu_prefill_decode_sharing_reuse_preempt(per_head):
         run_both(sims, lambda m: m.step([("b", 1), ("c", 1)]))
 
 
-def test_gpu_decode_kernel_was_used():
-    m = MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gpu_decode_kernel_was_used(layout):
+    m = MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS, layout=layout)
     m.add("a", toks(4, 300))
     m.step([("a", 200)])
     calls = []
     orig = m.layer._decode_kernel
-    m.layer._decode_kernel = lambda *a, **k: calls.append(1) or orig(*a, **k)
+    m.layer._decode_kernel = lambda *a, **k: calls.append(k.get("backend", a[-1])) or orig(*a, **k)
     m.step([("a", 1)])
     assert calls, "the decode kernel path was not taken for a q_len == 1 row"
+    if DEV == "cuda":  # auto: the pages are tile16 records and the CUDA kernel reads them
+        assert m.layer.layout == ("tile16" if layout == "auto" else "logical")

@@ -9,6 +9,8 @@ from oscarkv.integrations.vllm.core import OscarSettings, ShadowManager, int2_le
 from oscarkv.integrations.vllm.testing import MiniVLLM
 
 S = OscarSettings(rotations="x", sink=16, recent=32, page=16)
+# INT2 pages as per-token cells, or as tile16 records (the CUDA decode kernel's; here read and written by torch)
+LAYOUTS = ["logical", "tile16"]
 
 
 def check(res, atol=2e-5):
@@ -27,8 +29,9 @@ def test_window_rule():
 
 
 @pytest.mark.parametrize("per_head", [False, True])
-def test_prefill_chunks_and_decode(per_head):
-    m = MiniVLLM(S, per_head=per_head)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_prefill_chunks_and_decode(per_head, layout):
+    m = MiniVLLM(S, per_head=per_head, layout=layout)
     m.add("a", toks(1, 200))
     m.add("b", toks(2, 200))
     check(m.step([("a", 40), ("b", 7)]))
@@ -47,8 +50,9 @@ def test_head_dim_not_a_power_of_two():
         check(m.step([("a", 1)]))
 
 
-def test_block_reuse_never_reads_stale_rows():
-    m = MiniVLLM(S, num_blocks=12)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_block_reuse_never_reads_stale_rows(layout):
+    m = MiniVLLM(S, num_blocks=12, layout=layout)
     m.add("a", toks(3, 150))
     check(m.step([("a", 100)]))
     for _ in range(5):
@@ -61,8 +65,9 @@ def test_block_reuse_never_reads_stale_rows():
     check(m.step([("b", 40)]))
 
 
-def test_preemption_recompute():
-    m = MiniVLLM(S, num_blocks=14)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_preemption_recompute(layout):
+    m = MiniVLLM(S, num_blocks=14, layout=layout)
     m.add("a", toks(5, 160))
     m.add("b", toks(6, 160))
     check(m.step([("a", 70), ("b", 70)]))
@@ -75,11 +80,12 @@ def test_preemption_recompute():
         check(m.step([("a", 1), ("b", 1)]))
 
 
-def test_prefix_sharing():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_prefix_sharing(layout):
     """b hits a's first 4 blocks while a runs. Block 0 (sink) is shadowed by a: exact. a had already
     demoted positions 48..63 (block 3) to INT2 when b arrives, so b's window reads them from INT2
     (the one documented difference from a fresh computation; never another request's or stale rows)."""
-    m = MiniVLLM(S)
+    m = MiniVLLM(S, layout=layout)
     base = toks(7, 120)
     m.add("a", base)
     check(m.step([("a", 100)]))
@@ -101,10 +107,11 @@ def test_prefix_sharing_chunked_sink_exact():
     check(m.step([("b", 1), ("a", 1)]))
 
 
-def test_evicted_shadow_reads_int2_not_stale():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_evicted_shadow_reads_int2_not_stale(layout):
     """With a pool too small to keep a finished request's sink, a later prefix hit on that sink reads it
     from INT2 (refilled at mapping), never the rows of the page's new owner."""
-    m = MiniVLLM(S, num_blocks=40, shadow_cap=1 + 3)
+    m = MiniVLLM(S, num_blocks=40, shadow_cap=1 + 3, layout=layout)
     base = toks(9, 100)
     m.add("a", base)
     check(m.step([("a", 64)]))  # window blocks 1, 3, 4 -> pages 1..3
@@ -118,6 +125,39 @@ def test_evicted_shadow_reads_int2_not_stale():
     check(m.step([("b", 1)]))
 
 
+def test_tile16_pages_hold_the_cells_as_records():
+    """The same steps with either page layout: the bytes differ (records, not cells) and read back as the
+    same logical rows, block by block."""
+    from oscarkv.kernels.layout import blocks_to_logical
+
+    ms = {lay: MiniVLLM(S, layout=lay) for lay in LAYOUTS}
+    for m in ms.values():
+        m.add("a", toks(21, 150))
+        m.step([("a", 100)])
+        for _ in range(5):
+            m.step([("a", 1)])
+    assert [m.layer.layout for m in ms.values()] == LAYOUTS
+    assert not torch.equal(ms["logical"].kv, ms["tile16"].kv)
+    pools = [m.layer.pool(m.kv) for m in ms.values()]
+    blocks = torch.arange(ms["logical"].kv.shape[0])
+    for which in "kv":
+        for x, y in zip(*(blocks_to_logical(p, blocks, which) for p in pools)):
+            assert torch.equal(x, y)
+
+
+def test_tile16_layout_refused_where_it_does_not_fit():
+    from oscarkv.errors import InputError
+
+    m = MiniVLLM(S, d=96, layout="tile16")
+    m.add("a", toks(22, 40))
+    with pytest.raises(InputError, match="OSCAR_KV_LAYOUT=tile16 needs"):
+        m.step([("a", 20)])
+    auto = MiniVLLM(S, layout="auto")  # auto on CPU: cells
+    auto.add("a", toks(22, 40))
+    auto.step([("a", 20)])
+    assert auto.layer.layout == "logical"
+
+
 def test_shadow_manager_full_pool_error():
     mg = ShadowManager(3)
     mg.assign([5, 6])
@@ -126,9 +166,10 @@ def test_shadow_manager_full_pool_error():
 
 
 @pytest.mark.parametrize("backend", ["torch"])
-def test_decode_tables_for_kernels(backend):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_decode_tables_for_kernels(backend, layout):
     """q_len == 1 rows through the package's decode API (two-tier tables over vLLM pages + shadow)."""
-    m = MiniVLLM(S, kernels=backend)
+    m = MiniVLLM(S, kernels=backend, layout=layout)
     m.add("a", toks(12, 200))
     m.add("b", toks(13, 200))
     check(m.step([("a", 90), ("b", 30)]))
@@ -203,6 +244,11 @@ def test_settings_errors_are_one_line(monkeypatch):
     monkeypatch.setenv("OSCAR_KV_MODE", "fast")
     with pytest.raises(InputError, match="OSCAR_KV_MODE"):
         OscarSettings.from_env()
+    monkeypatch.delenv("OSCAR_KV_MODE")
+    monkeypatch.setenv("OSCAR_KV_LAYOUT", "tiles")
+    with pytest.raises(InputError, match="OSCAR_KV_LAYOUT"):
+        OscarSettings.from_env()
+    monkeypatch.delenv("OSCAR_KV_LAYOUT")
     monkeypatch.setenv("OSCAR_KV_MODE", "oscar")
     monkeypatch.setenv("OSCAR_KV_SINK", "-3")
     with pytest.raises(InputError, match="OSCAR_KV_SINK"):

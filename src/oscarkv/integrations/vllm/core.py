@@ -25,8 +25,9 @@ import torch
 
 from ...errors import InputError, StateError
 from ...kernels import decode_attention, write_kv
-from ...kernels.paged import DecodeMeta, MixedKVPool, WritePlan
-from ...kernels.reference import attend
+from ...kernels.paged import DecodeMeta, MixedKVPool, WritePlan, tile16_views
+from ...kernels.layout import blocks_to_logical
+from ...kernels.reference import attend, read_int2
 from ...quant import QuantConfig, QuantizedRows, dequantize, int2_len, storage_dtype
 from ...rotation import rotate, unrotate
 
@@ -35,6 +36,10 @@ ENV_MODE = "OSCAR_KV_MODE"  # "oscar" (default) | "exact" (rotation only, no qua
 ENV_SINK, ENV_RECENT, ENV_PAGE = "OSCAR_KV_SINK", "OSCAR_KV_RECENT", "OSCAR_KV_PAGE"
 ENV_SHADOW_PAGES = "OSCAR_KV_SHADOW_PAGES"
 ENV_KERNELS = "OSCAR_KV_KERNELS"  # "auto" (package kernels on CUDA where eligible) | "off" (torch everywhere)
+# "logical" (per-token cells, the default until the tile16 path has run on a GPU) | "tile16" (the CUDA decode
+# kernel's records) | "auto" (tile16 on CUDA where the CUDA decode kernel can read them, else cells)
+ENV_LAYOUT = "OSCAR_KV_LAYOUT"
+LAYOUTS = ("auto", "logical", "tile16")
 MODES = ("oscar", "exact")
 
 
@@ -65,6 +70,7 @@ class OscarSettings:
     scale_dtype: str = "float16"
     shadow_pages: int | None = None  # cap on shadow pages; None = derived from max_num_seqs
     kernels: str = "auto"
+    layout: str = "logical"  # of the INT2 pages: PageFormat.int2_views
 
     @property
     def enabled(self) -> bool:
@@ -83,6 +89,9 @@ class OscarSettings:
         kernels = os.environ.get(ENV_KERNELS, "auto") or "auto"
         if kernels not in ("auto", "off"):
             raise InputError(f"{ENV_KERNELS}={kernels!r} is not a choice; use auto or off")
+        layout = os.environ.get(ENV_LAYOUT, "logical") or "logical"
+        if layout not in LAYOUTS:
+            raise InputError(f"{ENV_LAYOUT}={layout!r} is not a layout; use one of {', '.join(LAYOUTS)}")
         return cls(
             rotations=rot,
             mode=mode,
@@ -91,6 +100,7 @@ class OscarSettings:
             page=page,
             shadow_pages=_env_int(ENV_SHADOW_PAGES, 0) or None if cap else None,
             kernels=kernels,
+            layout=layout,
         )
 
 
@@ -113,14 +123,31 @@ class PageFormat:
         sb = torch.tensor([], dtype=self.scale_dtype).element_size()
         return 2 * (d // 4) + 4 * self.num_groups * sb
 
-    def int2_views(self, kv_cache: torch.Tensor) -> dict:
-        """k_codes, v_codes [nb, H, Bv, d/4] uint8; k/v scale/zero [nb, H, Bv, ng] (strided views)."""
+    def tile16_fits(self, kv_cache: torch.Tensor) -> bool:
+        """Can each (block, KV head) region of the pages hold one tile16 record (the CUDA decode kernel's)? Its
+        Bv cells of ``cell_bytes`` are exactly a record's 8 d + 128 bytes when Bv = 16, one fp16 scale group
+        per row and head_dim 64 or 128 (the kernel's); the regions must be contiguous, in block-major order
+        and 16-byte aligned (``cuda_ops.check_pool_records``)."""
+        if not (self.mode == "oscar" and kv_cache.shape[2] == 16 and self.num_groups == 1
+                and self.scale_dtype == torch.float16 and self.head_dim in (64, 128)):
+            return False
+        u8 = kv_cache.view(torch.uint8)
+        nb, h, bv, c = u8.shape
+        return u8.stride() == (h * bv * c, bv * c, c, 1) and u8.data_ptr() % 16 == 0
+
+    def int2_views(self, kv_cache: torch.Tensor, layout: str = "logical") -> dict:
+        """k_codes, v_codes [nb, H, Bv, d/4] uint8; k/v scale/zero [nb, H, Bv, ng] (strided views). Layout
+        "logical": cell by cell ([k_codes | v_codes | k_scale | k_zero | v_scale | v_zero] per token);
+        "tile16": each (block, KV head) region is one tile16 record (``kernels.paged.tile16_views``)."""
         u8 = kv_cache.view(torch.uint8)
         if u8.shape[-1] != self.cell_bytes:
             raise StateError(
                 f"vLLM page cell is {u8.shape[-1]} bytes, the OSCAR format needs {self.cell_bytes}; "
                 "the backend's customize_spec was bypassed (use the oscar-kv plugin's backend for every layer)"
             )
+        if layout == "tile16":
+            nb, h, bv, c = u8.shape
+            return tile16_views(u8.view(nb, h, bv * c), self.head_dim, self.scale_dtype)
         q, ng = self.head_dim // 4, self.num_groups
         sb = torch.tensor([], dtype=self.scale_dtype).element_size()
         out = {"k_codes": u8[..., :q], "v_codes": u8[..., q : 2 * q]}
@@ -389,7 +416,7 @@ class LayerCompute:
     def __init__(self, fmt: PageFormat, k_cfg: QuantConfig | None, v_cfg: QuantConfig | None,
                  k_rot: torch.Tensor | None, v_rot: torch.Tensor | None, scale: float, kernels: str = "auto",
                  k_mean: torch.Tensor | None = None, v_mean: torch.Tensor | None = None,
-                 q_rot: torch.Tensor | None = None):
+                 q_rot: torch.Tensor | None = None, layout: str = "logical"):
         _LAYERS.add(self)
         LAYERS_CREATED[fmt.mode] += 1
         self.fmt, self.k_cfg, self.v_cfg = fmt, k_cfg, v_cfg
@@ -405,6 +432,8 @@ class LayerCompute:
             kernels = "off"  # the package's kernels: uniform levels, power-of-two head_dim (check_kernel_configs)
         self.scale = scale
         self.kernels = kernels
+        self.layout_asked, self.layout = layout, None  # resolved at the first forward (needs the pages)
+        self.uniform = not levels
         self.shadow_k = self.shadow_v = None
 
     # -- state
@@ -434,11 +463,33 @@ class LayerCompute:
     def shadow_bytes(self) -> int:
         return 0 if self.shadow_k is None else 2 * self.shadow_k.numel() * self.shadow_k.element_size()
 
+    def _resolve_layout(self, kv_cache: torch.Tensor) -> str:
+        """"tile16" (the pages hold the CUDA decode kernel's records) where it fits and is asked for ("auto":
+        on CUDA with the package's kernels, when the CUDA kernels build), else "logical"."""
+        fits = self.fmt.tile16_fits(kv_cache) and self.uniform
+        if self.layout_asked == "tile16" and not fits:
+            raise InputError(f"{ENV_LAYOUT}=tile16 needs vLLM block size 16, group_size >= head_dim, fp16 scales, "
+                             "head_dim 64 or 128, uniform levels and contiguous pages; unset it to store cells")
+        if self.layout_asked == "logical" or not fits:
+            return "logical"
+        if self.layout_asked == "auto":
+            if kv_cache.device.type != "cuda" or self.kernels != "auto":
+                return "logical"
+            from ...kernels import cuda_ops
+
+            try:
+                cuda_ops.lib()
+            except (cuda_ops.CudaKernelUnavailable, OSError):
+                return "logical"  # the Triton kernels read cells
+        return "tile16"
+
     def pool(self, kv_cache: torch.Tensor) -> MixedKVPool:
         """The package's pool type over vLLM's pages (INT2 tier) and the shadow pages (hp tier)."""
-        v = self.fmt.int2_views(kv_cache)
+        if self.layout is None:
+            self.layout = self._resolve_layout(kv_cache)
+        v = self.fmt.int2_views(kv_cache, self.layout)
         return MixedKVPool(v["k_codes"], v["k_scale"], v["k_zero"], v["v_codes"], v["v_scale"], v["v_zero"],
-                           self.shadow_k, self.shadow_v, self.k_cfg, self.v_cfg)
+                           self.shadow_k, self.shadow_v, self.k_cfg, self.v_cfg, self.layout)
 
     # -- forward
     def forward(self, query, key, value, kv_cache, plan: StepPlan, output) -> torch.Tensor:
@@ -497,8 +548,7 @@ class LayerCompute:
             return
         b, p = plan.fill_blocks, plan.fill_pages
         for which, cfg, hp in (("k", self.k_cfg, pool.k_hp), ("v", self.v_cfg, pool.v_hp)):
-            rows = QuantizedRows(getattr(pool, f"{which}_codes")[b], getattr(pool, f"{which}_scale")[b],
-                                 getattr(pool, f"{which}_zero")[b], pool.head_dim, 2)
+            rows = QuantizedRows(*blocks_to_logical(pool, b, which), pool.head_dim, 2)
             hp[p] = dequantize(rows, cfg, dtype=hp.dtype)
 
     def _decode_kernel(self, pool: MixedKVPool, qr, plan: StepPlan, backend: str):
@@ -527,10 +577,8 @@ class LayerCompute:
                 hs, qs = plan.past_hp[i], plan.past_int2[i]
                 hk = pool.k_hp[hs // bs, :, hs % bs].float()
                 hv = pool.v_hp[hs // bs, :, hs % bs].float()
-                qk = dequantize(QuantizedRows(pool.k_codes[qs // bs, :, qs % bs], pool.k_scale[qs // bs, :, qs % bs],
-                                              pool.k_zero[qs // bs, :, qs % bs], pool.head_dim, 2), self.k_cfg)
-                qv = dequantize(QuantizedRows(pool.v_codes[qs // bs, :, qs % bs], pool.v_scale[qs // bs, :, qs % bs],
-                                              pool.v_zero[qs // bs, :, qs % bs], pool.head_dim, 2), self.v_cfg)
+                qk = dequantize(read_int2(pool, qs, "k"), self.k_cfg)
+                qv = dequantize(read_int2(pool, qs, "v"), self.v_cfg)
                 kp, vp = torch.cat([hk, qk], 0), torch.cat([hv, qv], 0)
             c, lp = e - a, kp.shape[0]
             mask = torch.ones(c, lp + c, dtype=torch.bool, device=qr.device)
@@ -557,7 +605,8 @@ def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int
     if plan.v_cfg.group(head_dim) != plan.k_cfg.group(head_dim):
         raise InputError("K and V must share group_size in the vLLM backend")
     fmt = PageFormat(head_dim, "oscar", dtype, ng, storage_dtype(s.scale_dtype))
-    return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, **extra)
+    return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, layout=s.layout,
+                        **extra)
 
 
 def file_recipe(rotations) -> dict:

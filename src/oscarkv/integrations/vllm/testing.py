@@ -32,7 +32,7 @@ class MiniVLLM:
 
     def __init__(self, s: OscarSettings, *, num_blocks=64, block_size=16, hq=4, hkv=2, d=64,
                  dtype=torch.float32, device="cpu", shadow_cap=None, kernels="off", per_head=False, seed=0,
-                 means=False, levels=None):
+                 means=False, levels=None, layout="logical"):
         self.s, self.bs, self.hq, self.hkv, self.d = s, block_size, hq, hkv, d
         self.dtype, self.device = dtype, torch.device(device)
         r = int(per_head) * (hkv - 1) + 1
@@ -52,7 +52,7 @@ class MiniVLLM:
             self.k_mean = torch.randn(hkv, d, generator=g) * 4
             self.v_mean = torch.randn(hkv, d, generator=g)
         self.layer = LayerCompute(fmt, self.k_cfg, self.v_cfg, rk, rv, self.scale, kernels,
-                                  k_mean=self.k_mean, v_mean=self.v_mean)
+                                  k_mean=self.k_mean, v_mean=self.v_mean, layout=layout)
         self.rk, self.rv = rk, rv
         # vLLM hands the layer a view in the model dtype; the backend reinterprets the bytes
         nbytes = fmt.cell_bytes
