@@ -222,8 +222,8 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
     """Fused clip + quantize + append of new rows ``[num_rows, num_kv_heads, head_dim]`` (rotated) per ``plan``,
     including demotion of recent BF16 rows into INT2 (see ``WritePlan``).
 
-    "auto": the CUDA kernel for a tile16 pool on the GPU (page-wise plan), Triton for a logical pool on
-    the GPU, else the torch reference (which handles both layouts).
+    "auto": the CUDA kernel for a tile16 pool on the GPU with a page-wise plan, else Triton on the GPU (either
+    layout; tile16 rows by 2-bit field), else the torch reference (which handles both layouts).
 
     ``validate=True`` first checks the plan (``checks.check_write_plan``: slots in range or -1, none
     written twice, rows matching k/v) before anything is written; ownership against a ``MixedKVCache``:
@@ -235,7 +235,7 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
     if be == "auto":
         if k.is_cuda and pool.layout == "tile16" and plan.page_dst is not None:
             be = "cuda"
-        elif k.is_cuda and pool.layout == "logical":
+        elif k.is_cuda:
             be = "triton"
         else:
             be = "torch"

@@ -83,6 +83,19 @@ def _field_maps(d: int):
     return mk(k_map), mk(v_map)
 
 
+@lru_cache(maxsize=None)
+def _field_index_cpu(d: int, which: str) -> torch.Tensor:
+    fmap = _field_maps(d)[0 if which == "k" else 1]
+    return torch.argsort(fmap).to(torch.int32)
+
+
+def field_index(d: int, which: str, device="cpu") -> torch.Tensor:
+    """``[16 * d]`` int32: the tile16 field (2-bit slot: byte f // 4, bits 2 (f % 4) of the block's codes) that
+    holds the code of token ``i // d``, dim ``i % d``; the inverse of the field maps above, for writers that
+    store one token's codes at a time (``triton_append``)."""
+    return _field_index_cpu(d, which).to(device)
+
+
 def code_weight_exponent(dim: int) -> int:
     """P of a head_dim index on the V side: the kernel's fp16 operand of code c at this dim is 1024 + 4^P c."""
     return 1 + ((dim >> 3) & 1) + 2 * ((dim >> 4) & 1)

@@ -10,20 +10,27 @@ storage dtype before coding, IEEE-rounded divisions via ``div_rn``), so codes ma
 bit. Clipping is exact: tau = sort(|x|)[k] is found as the smallest |x_i| with at least k + 1 values
 <= it (a d x d comparison count), not the spec's 7-step bisection, so demoted and prefilled rows are
 clipped identically (the spec's two paths differ; see spec section 2).
+
+A tile16 pool (the CUDA decode kernel's layout, kernels/layout.py) is written row by row too: each code goes to
+its 2-bit field of the block (``layout.field_index``) by an atomic clear and an atomic set of its 32-bit word,
+since a word of V codes holds codes of two tokens that other programs of the same launch may be writing; scale
+and zero go to the token's place in the block's order. (The CUDA append writes whole pages of a tile16 pool;
+this path serves row-by-row writers such as the vLLM backend's tile16 pages.)
 """
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
-from ..errors import InputError
+from .layout import SCALE_INV, field_index
 from .paged import kernel_clip_index
 
 
 @triton.jit
 def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, SDT: tl.constexpr):
-    """x: [4, D4] fp32 -> (packed [D4] int32, scale [NG] SDT, zero [NG] SDT)."""
+    """x: [4, D4] fp32 -> (codes [4, D4] int32, scale [NG] SDT, zero [NG] SDT)."""
     # Non-finite input must not come out as plausible codes (min/max/clip drop NaN): flag each group
     # here, before clipping, and store a NaN scale for it, so its dequantized rows are NaN (issue 11).
     bad_el = ((x != x) | (tl.abs(x) == float("inf"))).to(tl.float32)
@@ -44,21 +51,36 @@ def _quantize_row(x, CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, 
     zp = tl.reshape(tl.broadcast_to(tl.reshape(zero.to(tl.float32), (NG, 1)), (NG, 4 // NG)), (4,))
     u = tl.math.div_rn(x - zp[:, None], tl.broadcast_to(sp[:, None], (4, D4)))
     code = tl.minimum(tl.maximum(tl.floor(u + 0.5), 0.0), 3.0).to(tl.int32)
-    shift = (tl.arange(0, 4) * 2)[:, None]
-    packed = tl.sum(code << shift, axis=0)  # disjoint bit fields: sum == bitwise or
-    return packed, scale, zero
+    return code, scale, zero
 
 
 @triton.jit
-def _store_int2(x, slot, h, C, S, Z, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
-                CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr):
-    packed, scale, zero = _quantize_row(x, CLIP_IDX, D, D4, NG, S.dtype.element_ty)
+def _store_int2(x, slot, h, C, S, Z, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FIELD, SPOS,
+                CLIP_IDX: tl.constexpr, D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
+                TILE16: tl.constexpr):
+    code, scale, zero = _quantize_row(x, CLIP_IDX, D, D4, NG, S.dtype.element_ty)
     blk = slot // BS
     off = slot % BS
-    tl.store(C + blk * s_cn + h * s_ch + off * s_cb + tl.arange(0, D4), packed.to(tl.uint8))
     g = tl.arange(0, NG)
-    tl.store(S + blk * s_sn + h * s_sh + off * s_sb + g, scale)
-    tl.store(Z + blk * s_sn + h * s_sh + off * s_sb + g, zero)
+    if TILE16:
+        # C: the block's codes as int32 words (s_cn / s_ch in words); each code goes to its 2-bit field
+        # (layout.field_index), cleared then set by atomics: a V word holds codes of two tokens, which other
+        # programs of this launch may write at the same time (their bits are disjoint)
+        tile = tl.arange(0, 4)[:, None] * D4 + tl.arange(0, D4)[None, :]
+        f = tl.load(FIELD + off * D + tile)
+        word = C + blk * s_cn + h * s_ch + (f >> 4)
+        shift = (f & 15) * 2
+        tl.atomic_and(word, ~(3 << shift))
+        tl.atomic_or(word, code << shift)
+        sp = tl.load(SPOS + off)  # the token's index in the block's scale / zero order
+        tl.store(S + blk * s_sn + h * s_sh + sp * s_sb + g, scale)
+        tl.store(Z + blk * s_sn + h * s_sh + sp * s_sb + g, zero)
+    else:
+        shift = (tl.arange(0, 4) * 2)[:, None]
+        packed = tl.sum(code << shift, axis=0)  # disjoint bit fields: sum == bitwise or
+        tl.store(C + blk * s_cn + h * s_ch + off * s_cb + tl.arange(0, D4), packed.to(tl.uint8))
+        tl.store(S + blk * s_sn + h * s_sh + off * s_sb + g, scale)
+        tl.store(Z + blk * s_sn + h * s_sh + off * s_sb + g, zero)
 
 
 @triton.jit
@@ -67,9 +89,10 @@ def write_kv_kernel(
     HP_SLOT, Q_SLOT, DEM_SRC, DEM_DST,  # [rows] int64, -1 = none
     KC, KS, KZ, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,  # int2 pools
     KH, VH, s_hn, s_hh, s_hb,  # hp pools
+    FK, FV, SPK, SPV,  # tile16: field of each (token, dim), stored index of each token's scale / zero
     CLIP_K: tl.constexpr, CLIP_V: tl.constexpr,
     D: tl.constexpr, D4: tl.constexpr, NG: tl.constexpr, BS: tl.constexpr,
-    DO_DEMOTE: tl.constexpr, DO_WRITE: tl.constexpr,
+    DO_DEMOTE: tl.constexpr, DO_WRITE: tl.constexpr, TILE16: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
@@ -81,8 +104,10 @@ def write_kv_kernel(
             hoff = (src // BS) * s_hn + h * s_hh + (src % BS) * s_hb
             xk = tl.load(KH + hoff + tile).to(tl.float32)
             xv = tl.load(VH + hoff + tile).to(tl.float32)
-            _store_int2(xk, dst, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_K, D, D4, NG, BS)
-            _store_int2(xv, dst, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_V, D, D4, NG, BS)
+            _store_int2(xk, dst, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FK, SPK, CLIP_K, D, D4, NG, BS,
+                        TILE16)
+            _store_int2(xv, dst, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FV, SPV, CLIP_V, D, D4, NG, BS,
+                        TILE16)
     if DO_WRITE:
         # The new row may overwrite the ring slot just demoted above: all threads of the program must
         # have read it first.
@@ -96,16 +121,15 @@ def write_kv_kernel(
             tl.store(VH + hoff + tile, vx.to(VH.dtype.element_ty))
         qs = tl.load(Q_SLOT + r)
         if qs >= 0:
-            _store_int2(kx.to(tl.float32), qs, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_K, D, D4, NG, BS)
-            _store_int2(vx.to(tl.float32), qs, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, CLIP_V, D, D4, NG, BS)
+            _store_int2(kx.to(tl.float32), qs, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FK, SPK, CLIP_K, D,
+                        D4, NG, BS, TILE16)
+            _store_int2(vx.to(tl.float32), qs, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FV, SPV, CLIP_V, D,
+                        D4, NG, BS, TILE16)
 
 
 def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
-    if pool.layout != "logical":
-        raise InputError("the Triton append kernel writes the logical INT2 layout; use backend='cuda' (or 'torch') "
-                         f"for a {pool.layout!r} pool")
     if rows == 0 and plan.demote_src.shape[0] == 0:
         return
     if k.stride(-1) != 1 or v.stride(-1) != 1:
@@ -114,15 +138,24 @@ def write_kv_triton(pool, k, v, plan) -> None:
     plan = plan.to(dev)
     for t in (pool.k_codes, pool.k_scale, pool.k_hp):
         assert t.stride(-1) == 1
+    tile16 = pool.layout == "tile16"
+    if tile16:
+        # each (block, KV head)'s codes as int32 words (16 rows of d/4 bytes, contiguous: tile16_records)
+        kc, vc = (c.flatten(-2).view(torch.int32) for c in (pool.k_codes, pool.v_codes))
+        tabs = (field_index(d, "k", dev), field_index(d, "v", dev), SCALE_INV["k"].to(dev, torch.int32),
+                SCALE_INV["v"].to(dev, torch.int32))
+    else:
+        kc, vc = pool.k_codes, pool.v_codes
+        tabs = (plan.hp_slots,) * 4  # unused
     args = (
         k, v, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         plan.hp_slots, plan.int2_slots, plan.demote_src, plan.demote_dst,
-        pool.k_codes, pool.k_scale, pool.k_zero, pool.v_codes, pool.v_scale, pool.v_zero,
-        *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
-        pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3],
+        kc, pool.k_scale, pool.k_zero, vc, pool.v_scale, pool.v_zero,
+        *kc.stride()[:2], 0 if tile16 else kc.stride(2), *pool.k_scale.stride()[:3],
+        pool.k_hp, pool.v_hp, *pool.k_hp.stride()[:3], *tabs,
     )
     kw = dict(CLIP_K=kernel_clip_index(pool.k_cfg, d), CLIP_V=kernel_clip_index(pool.v_cfg, d), D=d, D4=d // 4,
-              NG=pool.num_groups, BS=pool.block_size, num_warps=4)
+              NG=pool.num_groups, BS=pool.block_size, TILE16=tile16, num_warps=4)
     n_dem = plan.demote_src.shape[0]
     if n_dem == rows and plan.fusable:  # row-aligned demotions (per-token rule): one fused launch
         write_kv_kernel[(rows, hkv)](*args, DO_DEMOTE=True, DO_WRITE=True, **kw)

@@ -536,6 +536,8 @@ class LayerCompute:
         "torch" (the kernels' reference over the same tables) or "triton" (TRITON_INTERPRET on CPU)."""
         if self.kernels == "auto":
             return "auto" if dev.type == "cuda" else None
+        if self.kernels == "triton" and self.layout == "tile16":
+            return "torch"  # the Triton decode kernel reads cells; tile16 records are the CUDA kernel's
         return None if self.kernels == "off" else self.kernels
 
     def _write_backend(self, dev) -> str:
