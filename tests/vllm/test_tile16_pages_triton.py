@@ -7,22 +7,12 @@ import os
 import pytest
 import torch
 
-from oscarkv.integrations.vllm.core import OscarSettings
+from test_vllm_core import S, check, toks  # vLLM-free helpers of the engine-free tests
+
 from oscarkv.integrations.vllm.testing import MiniVLLM
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the Triton kernels need a GPU or TRITON_INTERPRET=1")
-S = OscarSettings(rotations="x", sink=16, recent=32, page=16)
-
-
-def toks(seed, n):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 1000, (n,), generator=g).tolist()
-
-
-def check(res, atol=2e-5):
-    for rid, (out, exp) in res.items():
-        assert torch.allclose(out, exp, atol=atol, rtol=1e-4), (rid, (out - exp).abs().max().item())
 
 
 def test_triton_writes_tile16_pages_chunks_decode_reuse():

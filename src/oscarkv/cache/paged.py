@@ -195,12 +195,11 @@ class PagedState:
             return "logical"  # the CUDA kernels take one fp16 scale group per row
         from ..kernels import cuda_ops
 
-        try:
-            cuda_ops.lib()  # builds (nvcc, once, cached) or raises CudaKernelUnavailable
-        except (cuda_ops.CudaKernelUnavailable, OSError) as e:  # no nvcc, a failed build, an unloadable library
+        err = cuda_ops.load_error()  # builds (nvcc, once, cached) or says why not
+        if err is not None:
             if self.kernel_backend == "cuda":
-                raise  # forced: say why, never run another kernel in its place
-            warnings.warn(f"oscar-kv: the CUDA INT2 kernels cannot run ({str(e).splitlines()[0]}); the paged cache "
+                raise err  # forced: say why, never run another kernel in its place
+            warnings.warn(f"oscar-kv: the CUDA INT2 kernels cannot run ({str(err).splitlines()[0]}); the paged cache "
                           "runs the slower Triton kernels instead", RuntimeWarning, stacklevel=2)
             return "logical"
         return "tile16"

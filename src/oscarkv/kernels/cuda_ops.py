@@ -151,6 +151,17 @@ def lib():
     return _LIB
 
 
+def load_error() -> Exception | None:
+    """None when the CUDA kernels load here (built once if needed), else why not: no CUDA GPU, no nvcc, a failed
+    build, an unloadable library (``CudaKernelUnavailable`` or ``OSError``). The callers that fall back to other
+    kernels ask this."""
+    try:
+        lib()
+    except (CudaKernelUnavailable, OSError) as e:
+        return e
+    return None
+
+
 _DT = {torch.bfloat16: 0, torch.float16: 1}
 
 

@@ -84,16 +84,11 @@ def _field_maps(d: int):
 
 
 @lru_cache(maxsize=None)
-def _field_index_cpu(d: int, which: str) -> torch.Tensor:
-    fmap = _field_maps(d)[0 if which == "k" else 1]
-    return torch.argsort(fmap).to(torch.int32)
-
-
-def field_index(d: int, which: str, device="cpu") -> torch.Tensor:
+def field_index(d: int, which: str) -> torch.Tensor:
     """``[16 * d]`` int32: the tile16 field (2-bit slot: byte f // 4, bits 2 (f % 4) of the block's codes) that
     holds the code of token ``i // d``, dim ``i % d``; the inverse of the field maps above, for writers that
     store one token's codes at a time (``triton_append``)."""
-    return _field_index_cpu(d, which).to(device)
+    return torch.argsort(_field_maps(d)[0 if which == "k" else 1]).to(torch.int32)
 
 
 def code_weight_exponent(dim: int) -> int:

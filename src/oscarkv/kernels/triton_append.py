@@ -20,6 +20,8 @@ this path serves row-by-row writers such as the vLLM backend's tile16 pages.)
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 import triton
 import triton.language as tl
@@ -127,6 +129,14 @@ def write_kv_kernel(
                         D4, NG, BS, TILE16)
 
 
+@lru_cache(maxsize=None)
+def _tile16_tables(d: int, device: torch.device) -> tuple:
+    """The tile16 writer's tables on ``device``, copied there once: field of each (token, dim) for K and V, the
+    stored index of each token's scale / zero for K and V."""
+    return (field_index(d, "k").to(device), field_index(d, "v").to(device), SCALE_INV["k"].to(device, torch.int32),
+            SCALE_INV["v"].to(device, torch.int32))
+
+
 def write_kv_triton(pool, k, v, plan) -> None:
     """Launch(es) of ``write_kv_kernel``; see ``reference.write_kv_torch`` for the semantics."""
     rows, hkv, d = k.shape
@@ -142,8 +152,7 @@ def write_kv_triton(pool, k, v, plan) -> None:
     if tile16:
         # each (block, KV head)'s codes as int32 words (16 rows of d/4 bytes, contiguous: tile16_records)
         kc, vc = (c.flatten(-2).view(torch.int32) for c in (pool.k_codes, pool.v_codes))
-        tabs = (field_index(d, "k", dev), field_index(d, "v", dev), SCALE_INV["k"].to(dev, torch.int32),
-                SCALE_INV["v"].to(dev, torch.int32))
+        tabs = _tile16_tables(d, torch.device(dev))
     else:
         kc, vc = pool.k_codes, pool.v_codes
         tabs = (plan.hp_slots,) * 4  # unused

@@ -473,13 +473,9 @@ class LayerCompute:
         if self.layout_asked == "logical" or not fits:
             return "logical"
         if self.layout_asked == "auto":
-            if kv_cache.device.type != "cuda" or self.kernels != "auto":
-                return "logical"
             from ...kernels import cuda_ops
 
-            try:
-                cuda_ops.lib()
-            except (cuda_ops.CudaKernelUnavailable, OSError):
+            if kv_cache.device.type != "cuda" or self.kernels != "auto" or cuda_ops.load_error() is not None:
                 return "logical"  # the Triton kernels read cells
         return "tile16"
 
