@@ -3,10 +3,10 @@
 CI has no GPU, so this test replays what the kernel computes, register by register, for one warp: the
 tile16 words as lanes load them, the int8 query and its per-head step, the K side's in-place masks and
 u8 x s8 MMAs (mma.m16n8k32 / m16n8k16 integer fragment layouts, PTX ISA) joined as 64 r0 + 16 r1 + 4 r2 + r3,
-the V side's LOP3 unpacking under the fp16 exponent of 1024 (no float math on codes), the fp16 mma.m16n8k16
-fragments, movmatrix, the slack softmax with its warp-uniform slow path (mask, rescale; the V offset folded
-every 8 tiles, with the zero-point sum), the l / sum p z MMA and the 1024 sum p' MMA, and the epilogue's 4^-P
-per output row. It checks the result against plain float64 attention over the dequantized tokens with the int8 query
+the V side's LOP3 unpacking under the fp16 exponent of 1024 (no float math on codes; odd tokens as
+-(1024 + 4^P (3 - c))), the fp16 mma.m16n8k16 fragments, movmatrix, the slack softmax with its warp-uniform slow
+path (mask, rescale), the l / sum p z MMA and the MMA of sum p' over even / odd tokens, the folds of the V offsets
+and the zero-point sum every 32 tiles, and the epilogue's 4^-P per output row. It checks the result against plain float64 attention over the dequantized tokens with the int8 query
 (reference.int8_query) on them. A wrong bit position, fragment index or algebra term shows up as an O(1)
 error; the tolerance (2e-3 relative) is the fp16 rounding of p and p'. Float MMAs are emulated in float64
 (exact products, one rounding to fp32 per MMA), integer MMAs exactly; ``ACC_MODEL = "truncate"`` instead models
@@ -25,7 +25,7 @@ from oscarkv.kernels.layout import codes_to_tile16, scales_to_tile16
 from oscarkv.kernels.reference import int8_query
 from oscarkv.quant import pack_codes
 
-K_SLACK, K_FLUSH = 4.0, 8  # as in int2_paged.cu (kSlack, kFlushTiles: the V offset and sum p z folded every 8 tiles)
+K_SLACK, K_FLUSH = 4.0, 32  # as in int2_paged.cu (kSlack, kFlushTiles: the V offsets and sum p z folded every 32 tiles)
 LANES = torch.arange(32)
 G_OF, T_OF = LANES >> 2, LANES & 3
 F32 = torch.float32
@@ -61,13 +61,35 @@ def rotr8(w):
     return ((w >> 8) | (w << 24)) & 0xFFFFFFFF
 
 
-def unpack8(w):
+def unpack8(w, signed=True):
+    """The kernel's unpack8: field P of each half under the exponent of 1024; signed (the kernel since the
+    seventeenth session): the odd token's (high) half is -(1024 + 4^P (3 - c)), one LOP3 c ^ (w & mask)."""
     o = [None] * 8
     r = rotr8(w)
     for P in range(1, 5):
-        o[P - 1] = lop3(w, 0x00030003 << (2 * P), 0x64006400)
-        o[4 + P - 1] = lop3(r, 0x00030003 << (2 * P), 0x64006400)
+        mask = 0x00030003 << (2 * P)
+        if signed:
+            c = 0xE4006400 | (0x00030000 << (2 * P))
+            o[P - 1], o[4 + P - 1] = c ^ (w & mask), c ^ (r & mask)
+        else:
+            o[P - 1], o[4 + P - 1] = lop3(w, mask, 0x64006400), lop3(r, mask, 0x64006400)
     return o
+
+
+def offsets(sp, t, signed=True):
+    """Per acc register i, the V offsets to subtract: signed, 1024 S_e - (1024 + 3 4^P) S_o with S_e / S_o the
+    sp rows 0 / 1 (lanes g = 0 / 1) and P the row's field; else 1024 sum p' (sp, every row)."""
+    if not signed:
+        return lambda i: [sp[0], sp[1], sp[0], sp[1]]
+    se, so = (shfl(sp[0], t), shfl(sp[1], t)), (shfl(sp[0], 4 + t), shfl(sp[1], 4 + t))
+
+    def off(P, h):
+        return f32(1024 * se[h].double() - (1024 + 3 * 4**P) * so[h].double())
+
+    def per_register(i):
+        P0 = 1 + 2 * (i & 1)
+        return [off(P0, 0), off(P0, 1), off(P0 + 1, 0), off(P0 + 1, 1)]
+    return per_register
 
 
 def a_matrix(a0, a1, a2, a3):
@@ -201,10 +223,11 @@ def ring_tile(pool, blk, kvh, D):
     return kw, vw, ksc, kzr, vsc, vzr
 
 
-def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True):
+def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True, signed=True):
     """One warp over all INT2 tiles of KV head ``kvh`` of one sequence (block ids ``table``). q [G, D]
-    float32 (bf16 values). Returns out [G, D] (float32). ``flush`` / ``fold_z``: the fold interval and whether
-    sum p z is folded with the offset (the committed kernel before the seventeenth session: 32, False)."""
+    float32 (bf16 values). Returns out [G, D] (float32). ``flush`` / ``fold_z`` / ``signed``: the fold interval,
+    whether sum p z is folded with the offsets, and the even / odd offsets of unpack8 (the kernel before the
+    seventeenth session: 32, False, False; its first fix: 8, True, False)."""
     G, D = q.shape
     KS, NW = D // 16, D // 32
     g, t = G_OF, T_OF
@@ -268,9 +291,11 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
             al0, al1 = torch.exp2(m0 - n0), torch.exp2(m1 - n1)
             m0, m1 = n0, n1
             e = [c[0] - n0, c[1] - n1, c[2] - n0, c[3] - n1]
-            nb0, nb1 = -sp[0] * al0, -sp[1] * al1
+            off = offsets(sp, t, signed)
             for i in range(KS):
-                acc[i] = [acc[i][0] * al0 + nb0, acc[i][1] * al1 + nb1, acc[i][2] * al0 + nb0, acc[i][3] * al1 + nb1]
+                o = off(i)
+                acc[i] = [(acc[i][0] - o[0]) * al0, (acc[i][1] - o[1]) * al1, (acc[i][2] - o[2]) * al0,
+                          (acc[i][3] - o[3]) * al1]
             sp = [torch.zeros(32) for _ in range(4)]
             lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
         pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
@@ -280,33 +305,41 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
         va, vb = halves(vs_a), halves(vs_b)
         b0 = pack(h(pa[0] * va[0]), h(pa[1] * va[1]))
         b1 = pack(h(pb[0] * vb[0]), h(pb[1] * vb[1]))
-        sp = mma((k1024, k1024, k1024, k1024), (b0, b1), sp)
+        if signed:  # rows 0 / 1: sum p' of even / odd tokens (the low / high half of each register)
+            ind = torch.where(g == 0, 0x00003C00, torch.where(g == 1, 0x3C000000, 0)).to(torch.int64)
+            sp = mma((ind, zero, ind, zero), (b0, b1), sp)
+        else:
+            sp = mma((k1024, k1024, k1024, k1024), (b0, b1), sp)
         for w in range(NW):
-            a = unpack8(vw[w])
+            a = unpack8(vw[w], signed)
             acc[2 * w] = mma((a[0], a[1], a[4], a[5]), (b0, b1), acc[2 * w])
             acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), (b0, b1), acc[2 * w + 1])
         if k % flush == flush - 1 or k == ntile - 1:  # the fold (kernel: flush(), every kFlushTiles tiles)
             z0, z1 = (shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)) if fold_z else (torch.zeros(32), torch.zeros(32))
+            off = offsets(sp, t, signed)
             for i in range(KS):
                 w0 = float(1 << (2 * (1 + 2 * (i & 1))))
                 w1 = 4 * w0
-                acc[i] = [f32(z0.double() * w0 + f32(acc[i][0] - sp[0]).double()),
-                          f32(z1.double() * w0 + f32(acc[i][1] - sp[1]).double()),
-                          f32(z0.double() * w1 + f32(acc[i][2] - sp[0]).double()),
-                          f32(z1.double() * w1 + f32(acc[i][3] - sp[1]).double())]
+                o = off(i)
+                acc[i] = [f32(z0.double() * w0 + f32(acc[i][0] - o[0]).double()),
+                          f32(z1.double() * w0 + f32(acc[i][1] - o[1]).double()),
+                          f32(z0.double() * w1 + f32(acc[i][2] - o[2]).double()),
+                          f32(z1.double() * w1 + f32(acc[i][3] - o[3]).double())]
             sp = [torch.zeros(32) for _ in range(4)]
             if fold_z:
                 lz = [torch.where(g == 1, 0.0, lz[0]), torch.where(g == 1, 0.0, lz[1]), lz[2], lz[3]]
     l0, l1 = shfl(lz[0], t), shfl(lz[1], t)
     z0, z1 = shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)
     out = torch.zeros(8, D)
+    off = offsets(sp, t, signed)
     for i in range(KS):
         u0 = 1.0 / float(1 << (2 * (1 + 2 * (i & 1))))
         u1 = u0 * 0.25
-        out[2 * t, 16 * i + g] = ((acc[i][0] - sp[0]) * u0 + z0) / l0
-        out[2 * t + 1, 16 * i + g] = ((acc[i][1] - sp[1]) * u0 + z1) / l1
-        out[2 * t, 16 * i + g + 8] = ((acc[i][2] - sp[2]) * u1 + z0) / l0
-        out[2 * t + 1, 16 * i + g + 8] = ((acc[i][3] - sp[3]) * u1 + z1) / l1
+        o = off(i)
+        out[2 * t, 16 * i + g] = ((acc[i][0] - o[0]) * u0 + z0) / l0
+        out[2 * t + 1, 16 * i + g] = ((acc[i][1] - o[1]) * u0 + z1) / l1
+        out[2 * t, 16 * i + g + 8] = ((acc[i][2] - o[2]) * u1 + z0) / l0
+        out[2 * t + 1, 16 * i + g + 8] = ((acc[i][3] - o[3]) * u1 + z1) / l1
     return out[:G]
 
 
@@ -368,20 +401,24 @@ def _flat_case(ntok, d=128, G=4, seed=0):
     return q, pool, torch.arange(nblk), ref
 
 
-def test_emulated_folds_bound_the_truncating_accumulation_on_a_flat_softmax(monkeypatch):
+def test_emulated_offsets_survive_the_truncating_accumulation_on_a_flat_softmax(monkeypatch):
     """Issue 8's 128K gap, reproduced by the emulation: under the tensor core's truncating fp32 accumulation
     (ACC_MODEL "truncate") a flat softmax over 1024 tokens in one warp is 2.4e-2 from the float64 reference with
-    the V offset folded every 32 tiles and the zero-point sum at the end (the kernel before the seventeenth
-    session; the H200 measured 5.2% at 131,072 tokens), 3.9e-3 with both folded every 8 tiles (the kernel now;
-    H200 0.8%); with round-to-nearest accumulation both are 1.7e-3 (the fp16 rounding of p and p')."""
+    one offset 1024 sum p' folded every 32 tiles and sum p z at the end (the kernel before the seventeenth
+    session; the H200 measured 5.2% at 131,072 tokens), 3.9e-3 with both folded every 8 tiles (its first fix;
+    H200 0.8%), and 1.8e-3 with the even / odd offsets folded every 32 tiles (the kernel now), as with
+    round-to-nearest accumulation (1.7e-3: the fp16 rounding of p and p')."""
     q, pool, table, ref = _flat_case(1024)
     sl2 = 128**-0.5 * 1.4426950408889634
     err = {}
     for model in ("round", "truncate"):
         monkeypatch.setattr(sys.modules[__name__], "ACC_MODEL", model)
-        for flush, fold_z in ((32, False), (K_FLUSH, True)):
-            out = emulate_warp(q, pool, table, 0, 1024, sl2, flush=flush, fold_z=fold_z)
-            err[model, flush] = float((out.double() - ref).norm() / ref.norm())
-    assert err["round", 32] < 3e-3 and err["round", K_FLUSH] < 3e-3, err
-    assert err["truncate", 32] > 1e-2, err  # the model shows the effect the H200 measured
-    assert err["truncate", K_FLUSH] < 0.3 * err["truncate", 32] and err["truncate", K_FLUSH] < 6e-3, err
+        for name, kw in (("old", dict(flush=32, fold_z=False, signed=False)), ("8 tiles", dict(flush=8, signed=False)),
+                         ("now", {})):
+            out = emulate_warp(q, pool, table, 0, 1024, sl2, **kw)
+            err[model, name] = float((out.double() - ref).norm() / ref.norm())
+    floor = err["round", "now"]
+    assert floor < 3e-3 and err["round", "old"] < 3e-3, err
+    assert err["truncate", "old"] > 1e-2, err  # the model shows the effect the H200 measured
+    assert err["truncate", "8 tiles"] < 0.3 * err["truncate", "old"], err
+    assert err["truncate", "now"] < 1.3 * floor, err  # the offsets cancel: nothing left of the truncation
