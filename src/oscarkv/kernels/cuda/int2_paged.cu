@@ -778,13 +778,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         const int e2 = min(kc + 32, nmine);
-        for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
-          const int ke = min(k0 + kFlushTiles, e2);
-          for (int k = k0; k < ke; k++) {
-            const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
-            body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
-          }
+        if constexpr (kFlushTiles == 32) {  // one fold per block-id window: two loops, no per-tile select
+          const int e1 = min(kc + 32 - STAGES, nmine);
+          int k = kc;
+          for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
+          for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
           flush();
+        } else {
+          for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
+            const int ke = min(k0 + kFlushTiles, e2);
+            for (int k = k0; k < ke; k++) {
+              const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
+              body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
+            }
+            flush();
+          }
         }
         ta = tb;
         tb = tbl(kc + 64 + lane);
