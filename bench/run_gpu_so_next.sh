@@ -1,5 +1,6 @@
 #!/bin/bash
-# Branch signed-offsets (seventeenth session), not yet run. One H200, < 10 min, carry [".whl", ".kcache"]. First, on
+# Branch signed-offsets (seventeenth session), not yet run. One H200, < 10 min, carry [".whl", ".kcache",
+# "bench/alt_int2_paged_main.cu"]. First, on
 # the CPU machine: `git show main:src/oscarkv/kernels/cuda/int2_paged.cu > bench/alt_int2_paged_main.cu` and build
 # both libraries into .kcache (cuda_ops.build() with _SRC set to each; the cache is keyed by the source).
 #   bash bench/run_gpu_so_next.sh
