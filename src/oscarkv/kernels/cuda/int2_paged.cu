@@ -25,10 +25,11 @@
 //                           (int8 per head, once per call): four s32 MMAs joined by IMAD, one conversion
 //   logits                = s_tok * S + z_tok * sum(q')             (scale / zero by algebra, fp32)
 //   O^T[dim, head]       += (1024 + 4^P c) (A = V^T) x P'[tok, head],  P' = p * s_tok (fp16, movmatrix from
-//                           the C to the B fragment); 1024 sum P' is accumulated by one more MMA (A = 1024);
-//                           l = sum p and sum p z_tok come from one MMA (A rows = ones, z); the offset and
-//                           sum p z are folded into O^T every kFlushTiles (8) tiles, 4^-P is applied per output
-//                           row at the end.
+//                           the C to the B fragment); odd tokens enter as -(1024 + 4^P (3 - c)) (unpack8), so
+//                           the offsets of even and odd tokens cancel in the MMA sums; sum P' of even and of odd
+//                           tokens is accumulated by one more MMA; l = sum p and sum p z_tok come from one MMA
+//                           (A rows = ones, z); the offsets and sum p z are folded into O^T every kFlushTiles
+//                           (32) tiles, 4^-P is applied per output row at the end.
 //   The running max moves only when a logit exceeds it by kSlack (warp-uniform slow path, which also
 //   masks the partial last tile and folds the V offset).
 // The BF16 sink / recent tier runs as extra splits of the same launch with bf16 (or fp16) MMAs. The
@@ -150,6 +151,11 @@ __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint3
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));
   return r;
 }
+__device__ __forceinline__ uint32_t lop3_xor_and(uint32_t a, uint32_t mask, uint32_t c) {
+  uint32_t r;  // c ^ (a & mask)
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(c));
+  return r;
+}
 __device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
   uint32_t r;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
@@ -195,18 +201,25 @@ __device__ __forceinline__ void mma_f16(float d[4], uint32_t a0, uint32_t a1, ui
 
 // Code unpacking without any float arithmetic. In every 16-bit half of a tile16 word the 2-bit fields sit
 // at bits 0..15; variant s = 0 reads the word as is, s = 1 the word rotated right by 8 bits. Field position
-// P = 1..4 of a variant (bits 2P, 2P+1 of the half) ORed under the exponent of 1024 (0x6400) gives the
-// exact fp16 value 1024 + 4^P c. The layout puts the codes so that P depends only on the head_dim index:
+// P = 1..4 of a variant (bits 2P, 2P+1 of the half) under the exponent of 1024 gives an exact fp16 value.
+// The layout puts the codes so that P depends only on the head_dim index:
 //   P(dim) = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1)
-// so 4^P is undone per output row and the 1024 is carried algebraically (V side; the K side reads its codes
-// as u8 MMA operands, see scores() in the decode kernel). 9 instructions per 16 codes (1 SHF + 8 LOP3), no HFMA2.
+// so 4^P is undone per output row (V side; the K side reads its codes as u8 MMA operands, see scores() in the
+// decode kernel). The two halves of a register are the A operand's consecutive k, tokens 2j and 2j + 1: the
+// even token's half is 1024 + 4^P c (0x6400 ORed over the field), the odd token's -(1024 + 4^P (3 - c)) =
+// -(1024 + 3 4^P) + 4^P c (0xE400 over the complemented field), both from one LOP3: C ^ (w & mask) with C =
+// 0xE4006400 | the odd half's field bits. So the offsets of a tile's even and odd tokens cancel inside the
+// MMA's sums instead of piling up (issue 8: the tensor core's fp32 accumulation truncates; a sum of the
+// size of 1024 sum p' beside an output of 4^P sum c p' lost up to 5% of a flat 128K softmax), and they are
+// carried algebraically (sum p' of even and of odd tokens, the sp MMA). 9 instructions per 16 codes (1 SHF +
+// 8 LOP3), no HFMA2.
 __device__ __forceinline__ void unpack8(uint32_t w, uint32_t o[8]) {
-  const uint32_t m = 0x64006400u;
   const uint32_t r = __funnelshift_r(w, w, 8);
 #pragma unroll
   for (int P = 1; P <= 4; P++) {
-    o[P - 1] = lop3_and_or(w, 0x00030003u << (2 * P), m);
-    o[4 + P - 1] = lop3_and_or(r, 0x00030003u << (2 * P), m);
+    const uint32_t mask = 0x00030003u << (2 * P), c = 0xE4006400u | (0x00030000u << (2 * P));
+    o[P - 1] = lop3_xor_and(w, mask, c);
+    o[4 + P - 1] = lop3_xor_and(r, mask, c);
   }
 }
 
@@ -282,7 +295,7 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 }
 
 #ifndef OSCAR_FLUSH_TILES
-#define OSCAR_FLUSH_TILES 8
+#define OSCAR_FLUSH_TILES 32
 #endif
 constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds of the V offset (flush, below)
 static_assert(32 % kFlushTiles == 0, "the fold interval divides the 32-tile block-id window");
@@ -509,14 +522,27 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       sg0 = __shfl_sync(0xffffffffu, s64, 8 * t);
       sg1 = __shfl_sync(0xffffffffu, s64, 8 * t + 4);
     };
-    uint32_t k1024[4] = {0x64006400u, 0x64006400u, 0x64006400u, 0x64006400u};  // A operand of the sp MMA
+    // A operand of the sp MMA: row 0 = 1 on even tokens (the low half of each register), row 1 = 1 on odd ones
+    const uint32_t sp_ind = g == 0 ? 0x00003C00u : (g == 1 ? 0x3C000000u : 0u);
 
-    // state: acc = O^T rows with the V offset 1024 * sum p' not yet removed (sp holds it, all rows equal);
+    // state: acc = O^T rows with the V offsets not yet removed: 1024 S_e - (1024 + 3 4^P) S_o for the row's P,
+    // S_e / S_o = sum p' over even / odd tokens (sp rows 0 / 1, lanes g = 0 / g = 1; unpack8);
     // lz row 0 = sum p (l), row 1 = sum p z (lanes g = 0 / g = 1)
     float acc[KS][4], sp[4] = {0.f, 0.f, 0.f, 0.f}, lz[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     float m0 = -1e30f, m1 = -1e30f;
+    // the offsets of sp, per head (2t, 2t + 1) and P of the row: off[P - 1][head] (all lanes)
+    auto offsets = [&](float off[4][2]) {
+      const float se0 = __shfl_sync(0xffffffffu, sp[0], t), se1 = __shfl_sync(0xffffffffu, sp[1], t);
+      const float so0 = __shfl_sync(0xffffffffu, sp[0], 4 + t), so1 = __shfl_sync(0xffffffffu, sp[1], 4 + t);
+#pragma unroll
+      for (int P = 1; P <= 4; P++) {
+        const float c = 1024.f + 3.f * float(1 << (2 * P));
+        off[P - 1][0] = fmaf(-c, so0, 1024.f * se0);
+        off[P - 1][1] = fmaf(-c, so1, 1024.f * se1);
+      }
+    };
     // lz's A operand: row 0 = ones, row 1 = v_zero of the tile's tokens, other rows 0
     const uint32_t lz_keep = g == 1 ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
 
@@ -661,13 +687,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         e[1] = c[1] - n1;
         e[2] = c[2] - n0;
         e[3] = c[3] - n1;
-        const float nb0 = -sp[0] * al0, nb1 = -sp[1] * al1;
+        float off[4][2];
+        offsets(off);
 #pragma unroll
         for (int i = 0; i < KS; i++) {
-          acc[i][0] = fmaf(acc[i][0], al0, nb0);
-          acc[i][1] = fmaf(acc[i][1], al1, nb1);
-          acc[i][2] = fmaf(acc[i][2], al0, nb0);
-          acc[i][3] = fmaf(acc[i][3], al1, nb1);
+          // rows 16 i + g: P = 1 + 2 (i & 1); rows 16 i + g + 8: P + 1
+          const int P0 = 1 + 2 * (i & 1);
+          acc[i][0] = (acc[i][0] - off[P0 - 1][0]) * al0;
+          acc[i][1] = (acc[i][1] - off[P0 - 1][1]) * al1;
+          acc[i][2] = (acc[i][2] - off[P0][0]) * al0;
+          acc[i][3] = (acc[i][3] - off[P0][1]) * al1;
         }
         sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
         lz[0] *= al0;
@@ -680,9 +709,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       // l and sum p z: one MMA (rows 0 / 1 of A = ones / v_zero)
       mma_f16(lz, lop3_and_or(vz_a, lz_keep, lz_ones), 0u, lop3_and_or(vz_b, lz_keep, lz_ones), 0u, pm0, pm1, lz[0],
               lz[1], lz[2], lz[3]);
-      // p' = p * v_scale (fp16), the B operand of O^T += V^T P'; sp += 1024 sum p' (A = 1024 everywhere)
+      // p' = p * v_scale (fp16), the B operand of O^T += V^T P'; sp rows 0 / 1 += sum p' of even / odd tokens
       const uint32_t b0 = hmul2(pm0, vs_a), b1 = hmul2(pm1, vs_b);
-      mma_f16(sp, k1024[0], k1024[1], k1024[2], k1024[3], b0, b1, sp[0], sp[1], sp[2], sp[3]);
+      mma_f16(sp, sp_ind, 0u, sp_ind, 0u, b0, b1, sp[0], sp[1], sp[2], sp[3]);
 #pragma unroll
       for (int w = 0; w < NW; w++) {
         uint32_t a[8];
@@ -723,25 +752,25 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
     }
     // once per kFlushTiles tiles (outside the tile body, so that the steady-state tile pays no test for it) fold
-    // into acc the 1024 offset (sp) and the zero-point sum sum p z (lz row 1, lanes 4 + t). Between two folds acc
-    // holds 1024 sum p' + 4^P sum c p', sp 1024 sum p': their difference, for P = 1 (dims 16 i + g of even i)
-    // 4 c next to 1024, loses ~7 bits of the fp32 sums, and the MMA's accumulation error is not zero-mean, so it
-    // grows with the run between folds and adds up over the sequence. And sum c p' (c >= 0) and sum p z grow
-    // with every token while the output, their difference, is an average (small next to the values where the
-    // softmax is flat over a long context): folded only at the end, their fp32 errors stay. Folded here, acc
-    // stays of the size of the output. Issue 8, H200 (bench/diag_decode_precision.py, seventeenth session): a flat
-    // softmax over 131,072 values ~N(0, 1) (the first layer of a model at 128K: output ~0.005) was 5.2% from the
-    // float64 reference with the offset alone folded every 32 tiles (Triton, torch: 0.7%, the int8 query's share).
+    // the V offsets (sp) and the zero-point sum sum p z (lz row 1, lanes 4 + t) into acc: sum c p' (c >= 0) and
+    // sum p z grow with every token while the output, their difference, is an average (small next to the values
+    // where the softmax is flat over a long context; issue 8). With the even / odd offsets of unpack8 the run
+    // between folds no longer matters for the offsets' cancellation (CPU emulation with a truncating
+    // accumulator, tests/kernels/test_cuda_emulation.py: a flat softmax over 1024 tokens 1.8e-3 with folds every
+    // 32 tiles, as with round-to-nearest; before, 2.4e-2 every 32 tiles, 3.9e-3 every 8).
     auto flush = [&]() {
       const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
+      float off[4][2];
+      offsets(off);
 #pragma unroll
       for (int i = 0; i < KS; i++) {
         // rows 16 i + g: P = 1 + 2 (i & 1), weight 4^P; rows 16 i + g + 8: 4^(P + 1) (the epilogue's 1 / u0, 1 / u1)
-        const float w0 = float(1 << (2 * (1 + 2 * (i & 1)))), w1 = 4.f * w0;
-        acc[i][0] = fmaf(z0, w0, acc[i][0] - sp[0]);
-        acc[i][1] = fmaf(z1, w0, acc[i][1] - sp[1]);
-        acc[i][2] = fmaf(z0, w1, acc[i][2] - sp[0]);
-        acc[i][3] = fmaf(z1, w1, acc[i][3] - sp[1]);
+        const int P0 = 1 + 2 * (i & 1);
+        const float w0 = float(1 << (2 * P0)), w1 = 4.f * w0;
+        acc[i][0] = fmaf(z0, w0, acc[i][0] - off[P0 - 1][0]);
+        acc[i][1] = fmaf(z1, w0, acc[i][1] - off[P0 - 1][1]);
+        acc[i][2] = fmaf(z0, w1, acc[i][2] - off[P0][0]);
+        acc[i][3] = fmaf(z1, w1, acc[i][3] - off[P0][1]);
       }
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
       if (g == 1) lz[0] = lz[1] = 0.f;  // row 1 (sum p z) restarts; row 0 (l) keeps running
@@ -749,13 +778,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         const int e2 = min(kc + 32, nmine);
-        for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
-          const int ke = min(k0 + kFlushTiles, e2);
-          for (int k = k0; k < ke; k++) {
-            const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
-            body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
-          }
+        if constexpr (kFlushTiles == 32) {  // one fold per block-id window: two loops, no per-tile select
+          const int e1 = min(kc + 32 - STAGES, nmine);
+          int k = kc;
+          for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
+          for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
           flush();
+        } else {
+          for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
+            const int ke = min(k0 + kFlushTiles, e2);
+            for (int k = k0; k < ke; k++) {
+              const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
+              body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
+            }
+            flush();
+          }
         }
         ta = tb;
         tb = tbl(kc + 64 + lane);
@@ -797,14 +834,17 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
     const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
     const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
+    float off[4][2];
+    offsets(off);
 #pragma unroll
     for (int i = 0; i < KS; i++) {
       // rows 16 i + g: P = 1 + 2 (i & 1); rows 16 i + g + 8: P + 1
-      const float u0 = 1.f / float(1 << (2 * (1 + 2 * (i & 1)))), u1 = u0 * 0.25f;
-      fin[i][0] = (acc[i][0] - sp[0]) * u0 + z0;
-      fin[i][1] = (acc[i][1] - sp[1]) * u0 + z1;
-      fin[i][2] = (acc[i][2] - sp[2]) * u1 + z0;
-      fin[i][3] = (acc[i][3] - sp[3]) * u1 + z1;
+      const int P0 = 1 + 2 * (i & 1);
+      const float u0 = 1.f / float(1 << (2 * P0)), u1 = u0 * 0.25f;
+      fin[i][0] = (acc[i][0] - off[P0 - 1][0]) * u0 + z0;
+      fin[i][1] = (acc[i][1] - off[P0 - 1][1]) * u0 + z1;
+      fin[i][2] = (acc[i][2] - off[P0][0]) * u1 + z0;
+      fin[i][3] = (acc[i][3] - off[P0][1]) * u1 + z1;
     }
     fm[0] = m0;
     fm[1] = m1;
