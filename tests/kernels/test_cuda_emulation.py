@@ -201,67 +201,108 @@ def ring_tile(pool, blk, kvh, D):
     return kw, vw, ksc, kzr, vsc, vzr
 
 
-def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True):
+def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True, pair=False):
     """One warp over all INT2 tiles of KV head ``kvh`` of one sequence (block ids ``table``). q [G, D]
     float32 (bf16 values). Returns out [G, D] (float32). ``flush`` / ``fold_z``: the fold interval and whether
-    sum p z is folded with the offset (the committed kernel before the seventeenth session: 32, False)."""
+    sum p z is folded with the offset (the committed kernel before the seventeenth session: 32, False).
+
+    ``pair`` (G <= 4, the kernel's paired-tile path): tiles go two at a time, tile a's heads on the MMAs'
+    columns 0-3, tile b's on 4-7 (where G <= 4 heads leave them empty otherwise): the score MMAs of both
+    accumulate into one fragment (B = q8 on columns 0-3 for tile a, on 4-7 for tile b), so the join, the
+    scale / zero algebra, the softmax, the movmatrix and the l / sum p z and offset MMAs run once per pair;
+    the V MMAs take P' with the other tile's columns zeroed. Columns n and n + 4 are two softmax streams of
+    head n (own running max), merged at the end."""
     G, D = q.shape
     KS, NW = D // 16, D // 32
     g, t = G_OF, T_OF
+    assert not pair or G <= 4
     # ---- prologue: int8 q per head, B operands of the MMA of field P (register r, byte j = dim (D/4) P + 16 r
-    # + 4t + j of head g), sigma / 64 and sum q' of heads 2t, 2t + 1
+    # + 4t + j of head g), sigma / 64 and sum q' of the heads of columns 2t, 2t + 1
     QR = D // 64
-    qrow = torch.zeros(32, D)
-    valid_g = g < G
-    qrow[valid_g] = q[g[valid_g]]
-    x = qrow * scale_log2
-    amax = x.abs().amax(-1)  # lanes (g, *) hold head g: the kernel's 2-step shuffle reduction over t
-    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
-    q8i = torch.round(x * inv[:, None]).to(torch.int64)  # [32 lanes, D]
-    q8 = [[None] * QR for _ in range(4)]
-    for P in range(4):
-        for r in range(QR):
-            dims = (D // 4) * P + 16 * r + 4 * t[:, None] + torch.arange(4)[None]
-            by = q8i.gather(1, dims) & 0xFF
-            q8[P][r] = by[:, 0] | (by[:, 1] << 8) | (by[:, 2] << 16) | (by[:, 3] << 24)
-    sig = amax / 127.0
+
+    def q8_operands(head_of_lane):
+        qrow = torch.zeros(32, D)
+        ok = (head_of_lane >= 0) & (head_of_lane < G)
+        qrow[ok] = q[head_of_lane[ok]]
+        x = qrow * scale_log2
+        amax = x.abs().amax(-1)  # lanes (g, *) hold one head: the kernel's 2-step shuffle reduction over t
+        inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+        q8i = torch.round(x * inv[:, None]).to(torch.int64)  # [32 lanes, D]
+        ops = [[None] * QR for _ in range(4)]
+        for P in range(4):
+            for r in range(QR):
+                dims = (D // 4) * P + 16 * r + 4 * t[:, None] + torch.arange(4)[None]
+                by = q8i.gather(1, dims) & 0xFF
+                ops[P][r] = by[:, 0] | (by[:, 1] << 8) | (by[:, 2] << 16) | (by[:, 3] << 24)
+        return ops, amax / 127.0, q8i
+
+    q8, sig, q8i = q8_operands(g)
+    q8b = q8_operands(g - 4)[0] if pair else None  # tile b: head g - 4 on column g
     qsum = sig * q8i.sum(-1).float()
-    qs0, qs1 = shfl(qsum, 8 * t), shfl(qsum, 8 * t + 4)
-    sg0, sg1 = shfl(sig / 64.0, 8 * t), shfl(sig / 64.0, 8 * t + 4)
+    c0 = 8 * (t & 1) if pair else 8 * t  # the lane (g = head) holding column 2t's head
+    qs0, qs1 = shfl(qsum, c0), shfl(qsum, c0 + 4)
+    sg0, sg1 = shfl(sig / 64.0, c0), shfl(sig / 64.0, c0 + 4)
     acc = [[torch.zeros(32) for _ in range(4)] for _ in range(KS)]
     sp = [torch.zeros(32) for _ in range(4)]
     lz = [torch.zeros(32) for _ in range(4)]
     m0, m1 = torch.full((32,), -1e30), torch.full((32,), -1e30)
-    lz_keep = torch.where(g == 1, 0xFFFFFFFF, 0).to(torch.int64)
+    # lz's A rows: 0 = ones (l), 1 = v_zero of tile a (sum p z of columns 0-3), 2 = v_zero of tile b (columns 4-7)
+    z_rows = (g == 1) | (g == 2) if pair else g == 1
+    lz_keep = torch.where(z_rows, 0xFFFFFFFF, 0).to(torch.int64)
     lz_ones = torch.where(g == 0, 0x3C003C00, 0).to(torch.int64)
     zero = torch.zeros(32, dtype=torch.int64)
     k1024 = torch.full((32,), 0x64006400, dtype=torch.int64)
+    keep_a = torch.where(g < 4, 0xFFFFFFFF, 0).to(torch.int64)  # B fragment lanes of tile a's columns
+    z_src = (torch.where(t >= 2, 8, 4) if pair else 4) + t  # the lane holding row 1 / 2 of this lane's columns
     ntile = (length + 15) // 16
-    partial_k = ntile - 1 if length % 16 else -1
+    step = 2 if pair else 1
 
-    for k in range(ntile):
-        kw, vw, ksc, kzr, (vs_a, vs_b), (vz_a, vz_b) = ring_tile(pool, int(table[k]), kvh, D)
+    def valid_of(k):  # tokens of tile k that exist (16, the partial tile's count, 0 past the end)
+        return max(0, min(16, length - 16 * k))
+
+    for k in range(0, ntile, step):
+        tiles = [ring_tile(pool, int(table[j]), kvh, D) for j in range(k, min(k + step, ntile))]
+        ta_, tb_ = tiles[0], tiles[-1]  # a missing tile b: tile a's registers, every token masked
+        kw, vw, ksc, kzr, (vs_x, vs_y), (vz_x, vz_y) = ta_
         r = []
-        for P in range(4):  # the K side: codes masked in place (bytes = 4^P c), one integer MMA per field P
+        for P in range(4):  # the K side: codes masked in place (bytes = 4^P c), one integer MMA per field P and tile
             m = 0x03030303 << (2 * P)
             r.append(imma([kw[w] & m for w in range(NW)], q8[P]))
+            if pair and len(tiles) == 2:
+                rb = imma([tb_[0][w] & m for w in range(NW)], q8b[P])
+                r[P] = [r[P][i] + rb[i] for i in range(4)]
+        va_n, vb_n = valid_of(k), (valid_of(k + 1) if pair else 0)
+        if pair:  # per-lane sources: C layout columns 4-7 (t >= 2), B layout columns g >= 4, lz row 2 -> tile b
+            selC, selB, selZ = t >= 2, g >= 4, g == 2
+            ksc, kzr = torch.where(selC, tb_[2], ksc), torch.where(selC, tb_[3], kzr)
+            vs_x, vs_y = torch.where(selB, tb_[4][0], vs_x), torch.where(selB, tb_[4][1], vs_y)
+            vz_x, vz_y = torch.where(selZ, tb_[5][0], vz_x), torch.where(selZ, tb_[5][1], vz_y)
+            validC = torch.where(selC, vb_n, va_n)
+            validB = torch.where(selB, vb_n, va_n)
+            validZ = torch.where(selZ, vb_n, va_n)
+        else:
+            validC = validB = validZ = torch.full((32,), va_n)
         ks0, ks1 = halves(ksc)
         kz0, kz1 = halves(kzr)
         S = [f32(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (sg1 if i & 1 else sg0) for i in range(4)]
         e = [ks0 * S[0] + (kz0 * qs0 - m0), ks0 * S[1] + (kz0 * qs1 - m1),
              ks1 * S[2] + (kz1 * qs0 - m0), ks1 * S[3] + (kz1 * qs1 - m1)]
-        if k == partial_k or bool(torch.stack([x > K_SLACK for x in e]).any()):
+        short = bool((validC < 16).any())
+        if short or bool(torch.stack([x > K_SLACK for x in e]).any()):
             c = [ks0 * S[0] + kz0 * qs0, ks0 * S[1] + kz0 * qs1, ks1 * S[2] + kz1 * qs0, ks1 * S[3] + kz1 * qs1]
-            if k == partial_k:
-                valid = length - (ntile - 1) * 16
-                c[0] = torch.where(g >= valid, -math.inf, c[0])
-                c[1] = torch.where(g >= valid, -math.inf, c[1])
-                c[2] = torch.where(g + 8 >= valid, -math.inf, c[2])
-                c[3] = torch.where(g + 8 >= valid, -math.inf, c[3])
-                ta, tb = 2 * t, 2 * t + 8
-                ma = torch.where(ta < valid, 0xFFFF, 0) | torch.where(ta + 1 < valid, 0xFFFF0000, 0)
-                mb = torch.where(tb < valid, 0xFFFF, 0) | torch.where(tb + 1 < valid, 0xFFFF0000, 0)
-                vs_a, vz_a, vs_b, vz_b = vs_a & ma, vz_a & ma, vs_b & mb, vz_b & mb
+            if short:
+                c[0] = torch.where(g >= validC, -math.inf, c[0])
+                c[1] = torch.where(g >= validC, -math.inf, c[1])
+                c[2] = torch.where(g + 8 >= validC, -math.inf, c[2])
+                c[3] = torch.where(g + 8 >= validC, -math.inf, c[3])
+
+                def tok_mask(valid):  # tokens 2t, 2t + 1 (x) and 2t + 8, 2t + 9 (y) of the lane's fragment
+                    tx, ty = 2 * t, 2 * t + 8
+                    return (torch.where(tx < valid, 0xFFFF, 0) | torch.where(tx + 1 < valid, 0xFFFF0000, 0),
+                            torch.where(ty < valid, 0xFFFF, 0) | torch.where(ty + 1 < valid, 0xFFFF0000, 0))
+
+                (bx, by), (zx, zy) = tok_mask(validB), tok_mask(validZ)
+                vs_x, vs_y, vz_x, vz_y = vs_x & bx, vs_y & by, vz_x & zx, vz_y & zy
             mx0 = xor_reduce(torch.maximum(c[0], c[2]), torch.maximum, (4, 8, 16))
             mx1 = xor_reduce(torch.maximum(c[1], c[3]), torch.maximum, (4, 8, 16))
             n0, n1 = torch.maximum(m0, mx0), torch.maximum(m1, mx1)
@@ -275,18 +316,20 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
             lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
         pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
         pm1 = movmatrix_t(pack(torch.exp2(e[2]), torch.exp2(e[3])))
-        lz = mma((lop3(vz_a, lz_keep, lz_ones), zero, lop3(vz_b, lz_keep, lz_ones), zero), (pm0, pm1), lz)
+        lz = mma((lop3(vz_x, lz_keep, lz_ones), zero, lop3(vz_y, lz_keep, lz_ones), zero), (pm0, pm1), lz)
         pa, pb = halves(pm0), halves(pm1)
-        va, vb = halves(vs_a), halves(vs_b)
+        va, vb = halves(vs_x), halves(vs_y)
         b0 = pack(h(pa[0] * va[0]), h(pa[1] * va[1]))
         b1 = pack(h(pb[0] * vb[0]), h(pb[1] * vb[1]))
         sp = mma((k1024, k1024, k1024, k1024), (b0, b1), sp)
-        for w in range(NW):
-            a = unpack8(vw[w])
-            acc[2 * w] = mma((a[0], a[1], a[4], a[5]), (b0, b1), acc[2 * w])
-            acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), (b0, b1), acc[2 * w + 1])
-        if k % flush == flush - 1 or k == ntile - 1:  # the fold (kernel: flush(), every kFlushTiles tiles)
-            z0, z1 = (shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)) if fold_z else (torch.zeros(32), torch.zeros(32))
+        for j, (_, vwj, *_) in enumerate(tiles):
+            bj = (b0, b1) if not pair else ((b0 & keep_a, b1 & keep_a) if j == 0 else (b0 & ~keep_a, b1 & ~keep_a))
+            for w in range(NW):
+                a = unpack8(vwj[w])
+                acc[2 * w] = mma((a[0], a[1], a[4], a[5]), bj, acc[2 * w])
+                acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), bj, acc[2 * w + 1])
+        if (k + step) % flush == 0 or k + step >= ntile:  # the fold (kernel: flush(), every kFlushTiles tiles)
+            z0, z1 = (shfl(lz[0], z_src), shfl(lz[1], z_src)) if fold_z else (torch.zeros(32), torch.zeros(32))
             for i in range(KS):
                 w0 = float(1 << (2 * (1 + 2 * (i & 1))))
                 w1 = 4 * w0
@@ -296,18 +339,24 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
                           f32(z1.double() * w1 + f32(acc[i][3] - sp[1]).double())]
             sp = [torch.zeros(32) for _ in range(4)]
             if fold_z:
-                lz = [torch.where(g == 1, 0.0, lz[0]), torch.where(g == 1, 0.0, lz[1]), lz[2], lz[3]]
+                lz = [torch.where(z_rows, 0.0, lz[0]), torch.where(z_rows, 0.0, lz[1]), lz[2], lz[3]]
+    # ---- epilogue: per column n the numerator (acc - offset) 4^-P + sum p z, l and the running max
     l0, l1 = shfl(lz[0], t), shfl(lz[1], t)
-    z0, z1 = shfl(lz[0], 4 + t), shfl(lz[1], 4 + t)
-    out = torch.zeros(8, D)
+    z0, z1 = shfl(lz[0], z_src), shfl(lz[1], z_src)
+    num, den, mx = torch.zeros(8, D), torch.zeros(8), torch.zeros(8)
+    den[2 * t], den[2 * t + 1], mx[2 * t], mx[2 * t + 1] = l0, l1, m0, m1
     for i in range(KS):
         u0 = 1.0 / float(1 << (2 * (1 + 2 * (i & 1))))
         u1 = u0 * 0.25
-        out[2 * t, 16 * i + g] = ((acc[i][0] - sp[0]) * u0 + z0) / l0
-        out[2 * t + 1, 16 * i + g] = ((acc[i][1] - sp[1]) * u0 + z1) / l1
-        out[2 * t, 16 * i + g + 8] = ((acc[i][2] - sp[2]) * u1 + z0) / l0
-        out[2 * t + 1, 16 * i + g + 8] = ((acc[i][3] - sp[3]) * u1 + z1) / l1
-    return out[:G]
+        num[2 * t, 16 * i + g] = (acc[i][0] - sp[0]) * u0 + z0
+        num[2 * t + 1, 16 * i + g] = (acc[i][1] - sp[1]) * u0 + z1
+        num[2 * t, 16 * i + g + 8] = (acc[i][2] - sp[2]) * u1 + z0
+        num[2 * t + 1, 16 * i + g + 8] = (acc[i][3] - sp[3]) * u1 + z1
+    if pair:  # head n's two streams (columns n, n + 4), merged as two splits are: rescaled to their common max
+        M = torch.maximum(mx[:4], mx[4:])
+        wa, wb = torch.exp2(mx[:4] - M), torch.exp2(mx[4:] - M)
+        return ((num[:4] * wa[:, None] + num[4:] * wb[:, None]) / (den[:4] * wa + den[4:] * wb)[:, None])[:G]
+    return (num / den[:, None])[:G]
 
 
 @pytest.mark.parametrize("d,G,length,logit_scale", [(128, 4, 16 * 19, 1.0), (64, 8, 16 * 9 + 5, 3.0),
@@ -341,9 +390,10 @@ def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale):
             full = torch.randn(nb, 2, 16, 1, generator=gen).half()
             full[table, 1] = x[..., None]
             pool[f"{which}_{name}"] = scales_to_tile16(full, which)
-    out = emulate_warp(q, pool, table, 1, length, sm_scale * 1.4426950408889634)
-    err = float((out.double() - ref).norm() / ref.norm())
-    assert err < 2e-3, err
+    for pair in (False, True) if G <= 4 else (False,):
+        out = emulate_warp(q, pool, table, 1, length, sm_scale * 1.4426950408889634, pair=pair)
+        err = float((out.double() - ref).norm() / ref.norm())
+        assert err < 2e-3, (pair, err)
 
 
 def _flat_case(ntok, d=128, G=4, seed=0):
