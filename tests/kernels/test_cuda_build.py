@@ -37,3 +37,17 @@ def test_kernel_source_override(monkeypatch, tmp_path):
         cuda_ops.build()
     monkeypatch.delenv("OSCARKV_KERNEL_SRC")
     assert cuda_ops._default_src().name == "int2_paged.cu"
+
+
+def test_paired_variants_refuse_groups_above_4():
+    """Variants 10 / 11 put a second tile's query heads on the MMA columns 4-7: with more than 4 query heads per
+    KV head there are none free, refused (one line naming the variant to use) before any CUDA call."""
+    import torch
+
+    from helpers import build
+    from oscarkv.kernels import CudaDecodeConfig, DecodePlan
+
+    cache, _, ids, _ = build([100], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", blocks=64)
+    for v, single in cuda_ops.PAIRED_VARIANTS.items():
+        with pytest.raises(ValueError, match=f"variant {v} pairs tiles.*use variant {single}"):
+            DecodePlan(1, 16, 2, 128, cache.metadata(ids), "cpu", torch.bfloat16, CudaDecodeConfig(variant=v))

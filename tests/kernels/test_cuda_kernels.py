@@ -17,7 +17,7 @@ import torch
 
 from helpers import build, rel_err
 
-from oscarkv.kernels import CudaDecodeConfig, DecodePlan, decode_attention, write_kv
+from oscarkv.kernels import CudaDecodeConfig, DecodePlan, cuda_ops, decode_attention, write_kv
 from oscarkv.kernels.paged import POOL_TENSORS as POOL
 from oscarkv.kernels.reference import decode_attention_torch
 
@@ -69,10 +69,12 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     return err
 
 
-@pytest.mark.parametrize("variant", list(range(10)))
+@pytest.mark.parametrize("variant", list(range(12)))
 @pytest.mark.parametrize("G", [1, 2, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_gqa_and_head_dims(G, d, variant):
+    if variant in cuda_ops.PAIRED_VARIANTS and G > 4:
+        pytest.skip("paired-tile variants take group <= 4")
     _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=G + d, config=CudaDecodeConfig(variant=variant))
 
 
@@ -107,6 +109,20 @@ def test_cuda_decode_cluster_merge(variant):
                                     backend="cuda", blocks=64)
         DecodePlan(1, 8, 2, 128, cache.metadata(ids, device="cuda"), "cuda", torch.bfloat16,
                    CudaDecodeConfig(variant=variant), n_hp_splits=1, n_int2_splits=2)
+
+
+@pytest.mark.parametrize("variant", sorted(cuda_ops.PAIRED_VARIANTS))
+def test_cuda_decode_paired_tiles(variant):
+    """Paired-tile variants (group <= 4; eighteenth session): odd and even tile counts per warp (a pair's tile b
+    past the warp's last tile), partial last tiles as tile a or b, many splits (short per-warp runs), odd
+    groups, early reads, fp16, against the int8-query reference."""
+    rnd = random.Random(11)
+    for i in range(6):
+        lens = [rnd.choice([1, 17, 33, 351, 352, 353, rnd.randint(1, 20000)]) for _ in range(rnd.choice([1, 3]))]
+        kw = dict(n_int2_splits=rnd.randint(1, 40)) if i % 2 else {}
+        _decode_case(lens, rnd.choice([64, 128]), rnd.choice([1, 2, 3, 4]), hkv=2, seed=600 + i,
+                     dtype=torch.float16 if i == 5 else torch.bfloat16,
+                     config=CudaDecodeConfig(variant=variant, early_reads=i % 3 == 1), **kw)
 
 
 @pytest.mark.parametrize("variant", [0, 4, 5])

@@ -86,6 +86,8 @@ def build(verbose: bool = False) -> Path:
 
 
 _LUT = 64  # entries of DecodeParams::split_lut
+# paired-tile variants (CudaDecodeConfig.variant) -> the single-tile variant they pair (same warps and ring)
+PAIRED_VARIANTS = {10: 0, 11: 4}
 
 
 class _DecodeParams(ctypes.Structure):
@@ -256,6 +258,11 @@ class CudaDecodeConfig:
                      and GPU-tested, was no faster (32K b1 14.3 vs 14.1 us): not kept, patch
                      bench/results/2026-12-04_s13e_pair_mode.patch. A relaxed merge arrival with partial slots
                      polled by the last CTA was slower (128K b1 33.5 vs 31.3 us).
+                     Eighteenth session, not yet GPU-run: 10 / 11 = 0 / 4 with paired tiles (group <= 4: tile
+                     b's query heads on the MMA columns 4-7 that <= 4 heads leave empty, so the score join, the
+                     softmax and the l / offset MMAs run once per two tiles; 129 SASS instructions per tile on
+                     the hot path at head_dim 128 instead of 165; two softmax streams per head merged per warp;
+                     CPU emulation: tests/kernels/test_cuda_emulation.py).
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
@@ -402,11 +409,14 @@ class DecodePlan:
         self.batch, self.hq, self.hkv, self.d = batch, num_q_heads, num_kv_heads, head_dim
         self.group = num_q_heads // num_kv_heads
         self.dtype = dtype
-        L = lib()
         v = self.config.variant
         if v is None:  # fastest (or within 5% of it) per shape in the 2026-12-03c H200 sweep (BENCHMARKS.md)
             v = 4 if batch * num_kv_heads < 64 else 0
+        if v in PAIRED_VARIANTS and self.group > 4:
+            raise ValueError(f"variant {v} pairs tiles on the MMA columns that <= 4 query heads per KV head leave "
+                             f"free; this model has {self.group}: use variant {PAIRED_VARIANTS[v]}")
         self.variant = v
+        L = lib()
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
         if per_sm <= 0 or warps <= 0:

@@ -190,6 +190,19 @@ __device__ __forceinline__ void mma_u8s8_k16(int d[4], uint32_t a0, uint32_t a1,
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
+// d += a (16x32 u8) x b (32x8 s8), s32 (the paired-tile path: tile b's scores onto tile a's fragment)
+__device__ __forceinline__ void mma_u8s8_k32_acc(int d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                 uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_u8s8_k16_acc(int d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a0), "r"(a1), "r"(b0));
+}
 // d = a (16x16 f16) x b (16x8 f16) + c, f32 accumulate, with c and d in different registers
 __device__ __forceinline__ void mma_f16(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                         uint32_t b1, float c0, float c1, float c2, float c3) {
@@ -223,11 +236,16 @@ __device__ __forceinline__ void unpack8(uint32_t w, uint32_t o[8]) {
   }
 }
 
+// The field P (unpack8) of the V operand in m-tile i's rows 16 i + g (rows 16 i + g + 8: P + 1): the layout puts
+// head_dim's rows so that P depends on the row only (layout.py), and the flush, the rescale and the epilogue undo
+// its 4^P weight.
+__host__ __device__ constexpr int v_field(int i) { return 1 + 2 * (i & 1); }
+
 // unpack8 of word i of the V side; RAW (probe 6, benchmarks only, garbage output): the raw words in the
 // order that makes each MMA's A operand the loaded register quad (no instruction), so that a tile costs
 // everything but the unpack (is the loop bound by the unpack's ALU work?)
 template <bool RAW, int NW>
-__device__ __forceinline__ void unpack_tile(const uint32_t (&w)[NW], int i, uint32_t a[8]) {
+__device__ __forceinline__ void unpack_tile(const uint32_t* w, int i, uint32_t a[8]) {
   if constexpr (RAW) {
 #pragma unroll
     for (int j = 0; j < 8; j++) a[j] = w[((j & 1) + 2 * (j >> 2)) % NW];
@@ -301,10 +319,18 @@ constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds 
 static_assert(32 % kFlushTiles == 0, "the fold interval divides the 32-tile block-id window");
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+// PAIR (variants 10 / 11, group <= 4; issue 7): the INT2 tier takes its tiles two at a time. With <= 4 query
+// heads per KV head the MMAs' columns 4-7 are empty; tile b's heads go there (its score MMAs accumulate onto tile
+// a's fragment with q8 on columns 4-7), so the score join, the scale / zero algebra, the softmax, the movmatrix,
+// the l / sum p z MMA and the offset MMA run once per pair, and tile b's V MMAs take P' with columns 0-3 zeroed
+// (tile a's with 4-7 zeroed). Columns n and n + 4 are two softmax streams of head n (each its own running max),
+// merged at the end of the warp's run. tests/kernels/test_cuda_emulation.py (pair=True) replays it on the CPU.
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
+  static_assert(!PAIR || (STAGES % 2 == 0 && CX == 0 && kFlushTiles % 2 == 0),
+                "pairs take two adjacent ring slots and fold between pairs; no cluster variant");
   using M = MmaType<T>;
   // grid (NS, B * HKV), CTAs dispatched in linear order. Split-major (p.split_major: CudaDecodeConfig.cta_order)
   // reads that order as every (sequence, KV head)'s split 0, then split 1, ...: the splits that
@@ -478,6 +504,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // B operand of the MMA of field P: register r, byte j = dim (D/4) P + 16 r + 4t + j of head g.
     constexpr int QR = D / 64;  // B registers per MMA: 2 (m16n8k32, D = 128) or 1 (m16n8k16, D = 64)
     uint32_t q8[4][QR];
+    // PAIR: lane (g, t) quantizes head g & 3 (columns g and g + 4 are the same head for tiles a and b): q8 holds
+    // it on columns 0-3 (tile a's B operand, 0 on lanes g >= 4), q8b on columns 4-7 (tile b's, 0 on g < 4)
+    uint32_t q8b[4][QR];
+    const int qh = PAIR ? (g & 3) : g;
+    const T* qrow8 = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (qh < G ? qh : 0)) * p.q_sh;
     float sg0, sg1;  // sigma / 64 of heads 2t, 2t + 1 (the score join below carries a factor 64)
     float qs0, qs1;  // sum over dims of the dequantized q' = sigma q8 of heads 2t, 2t + 1 (for the zero point)
     auto prep_q = [&]() {  // after the PDL wait: q is the previous kernels' output
@@ -490,7 +521,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         for (int r = 0; r < QR; r++)
 #pragma unroll
           for (int j = 0; j < 4; j++) {
-            x[P][r][j] = g < G ? M::to_float(qrow[(D / 4) * P + 16 * r + 4 * t + j]) * p.scale_log2 : 0.f;
+            x[P][r][j] = qh < G ? M::to_float(qrow8[(D / 4) * P + 16 * r + 4 * t + j]) * p.scale_log2 : 0.f;
             amax = fmaxf(amax, fabsf(x[P][r][j]));
             bad += x[P][r][j] * 0.f;
           }
@@ -511,16 +542,23 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
             isum += v;
             w |= (uint32_t)(v & 0xff) << (8 * j);
           }
-          q8[P][r] = w;
+          if constexpr (PAIR) {
+            q8[P][r] = g < 4 ? w : 0u;
+            q8b[P][r] = g < 4 ? 0u : w;
+          } else {
+            q8[P][r] = w;
+          }
         }
       isum += __shfl_xor_sync(0xffffffffu, isum, 1);
       isum += __shfl_xor_sync(0xffffffffu, isum, 2);
       const float sig = amax / 127.f + bad, qsum = sig * (float)isum, s64 = sig * (1.f / 64.f);
-      // the score fragment of lane (g, t) holds heads 2t, 2t + 1 (lanes 8t and 8t + 4 hold them as g)
-      qs0 = __shfl_sync(0xffffffffu, qsum, 8 * t);
-      qs1 = __shfl_sync(0xffffffffu, qsum, 8 * t + 4);
-      sg0 = __shfl_sync(0xffffffffu, s64, 8 * t);
-      sg1 = __shfl_sync(0xffffffffu, s64, 8 * t + 4);
+      // the score fragment of lane (g, t) holds columns 2t, 2t + 1: heads 2t, 2t + 1 (lanes 8t and 8t + 4 hold
+      // them as g), with PAIR heads (2t) & 3, (2t + 1) & 3 (lanes 8 (t & 1) and 8 (t & 1) + 4)
+      const int c0 = PAIR ? 8 * (t & 1) : 8 * t;
+      qs0 = __shfl_sync(0xffffffffu, qsum, c0);
+      qs1 = __shfl_sync(0xffffffffu, qsum, c0 + 4);
+      sg0 = __shfl_sync(0xffffffffu, s64, c0);
+      sg1 = __shfl_sync(0xffffffffu, s64, c0 + 4);
     };
     // A operand of the sp MMA: row 0 = 1 on even tokens (the low half of each register), row 1 = 1 on odd ones
     const uint32_t sp_ind = g == 0 ? 0x00003C00u : (g == 1 ? 0x3C000000u : 0u);
@@ -532,7 +570,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
     for (int i = 0; i < KS; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     float m0 = -1e30f, m1 = -1e30f;
-    // the offsets of sp, per head (2t, 2t + 1) and P of the row: off[P - 1][head] (all lanes)
+    // the offsets of sp, per column (2t, 2t + 1) and P of the row: off[P - 1][column] (all lanes)
     auto offsets = [&](float off[4][2]) {
       const float se0 = __shfl_sync(0xffffffffu, sp[0], t), se1 = __shfl_sync(0xffffffffu, sp[1], t);
       const float so0 = __shfl_sync(0xffffffffu, sp[0], 4 + t), so1 = __shfl_sync(0xffffffffu, sp[1], 4 + t);
@@ -543,8 +581,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         off[P - 1][1] = fmaf(-c, so1, 1024.f * se1);
       }
     };
-    // lz's A operand: row 0 = ones, row 1 = v_zero of the tile's tokens, other rows 0
-    const uint32_t lz_keep = g == 1 ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
+    // lz's A operand: row 0 = ones, row 1 = v_zero of the tile's tokens (PAIR: of tile a; row 2 of tile b),
+    // other rows 0
+    const bool z_row = g == 1 || (PAIR && g == 2);
+    const uint32_t lz_keep = z_row ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
+    // the lane holding sum p z (row 1, or with PAIR row 2 for columns 4-7) of this lane's columns
+    const int z_src = (PAIR && t >= 2 ? 8 : 4) + t;
 
     uint8_t* ring = smem_raw + warp * STAGES * TB;
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
@@ -585,63 +627,85 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     constexpr bool POW2 = (STAGES & (STAGES - 1)) == 0;
     const uint32_t ring_end = ring_s + STAGES * TB;
     uint32_t slot_run = ring_s;
-    // One INT2 tile's registers: the lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale /
-    // zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9).
+    // The registers of NT INT2 tiles (PAIR: 2, else 1): the lane's K / V code words of each, K scale / zero of
+    // tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9) (PAIR: read_scales below).
+    constexpr int NT = PAIR ? 2 : 1;
     struct Tile {
-      uint32_t kw[NW], vw[NW], ksc, kzr;
+      uint32_t kw[NT][NW], vw[NT][NW], ksc, kzr;
       uint2 vsc, vzr;
     };
     // wait for the oldest ring slot, read tile k from it, refill it with tile k + STAGES (block id blk_next)
     // (noload: probe 7, the slot is not refilled)
-    auto fetch = [&](int k, int blk_next, auto noload) {
-      Tile x;
-      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
-      __syncwarp();
-      // lane's K / V code words, K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1)
-      // and (2t + 8, 2t + 9)
-      const uint32_t base = slot - 16 * lane;
+    // the lane's K / V code words of the tile in the ring slot at `slot` (this lane's address)
+    auto read_words = [&](uint32_t slot, uint32_t (&kw)[NW], uint32_t (&vw)[NW]) {
       if constexpr (NW == 4) {
         asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(x.kw[0]), "=r"(x.kw[1]), "=r"(x.kw[2]), "=r"(x.kw[3]) : "r"(slot) : "memory");
+                     : "=r"(kw[0]), "=r"(kw[1]), "=r"(kw[2]), "=r"(kw[3]) : "r"(slot) : "memory");
         asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4+%5];\n"
-                     : "=r"(x.vw[0]), "=r"(x.vw[1]), "=r"(x.vw[2]), "=r"(x.vw[3]) : "r"(slot), "n"(4 * D) : "memory");
+                     : "=r"(vw[0]), "=r"(vw[1]), "=r"(vw[2]), "=r"(vw[3]) : "r"(slot), "n"(4 * D) : "memory");
       } else {
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(x.kw[0]), "=r"(x.kw[1]) : "r"(base + 8 * lane) : "memory");
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vw[0]), "=r"(x.vw[1]) : "r"(base + 8 * lane), "n"(4 * D)
+        const uint32_t base = slot - 16 * lane;
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(kw[0]), "=r"(kw[1]) : "r"(base + 8 * lane) : "memory");
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(vw[0]), "=r"(vw[1]) : "r"(base + 8 * lane), "n"(4 * D)
                      : "memory");
       }
-      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.ksc) : "r"(base + 4 * g), "n"(8 * D) : "memory");
-      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.kzr) : "r"(base + 4 * g), "n"(8 * D + 32) : "memory");
-      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vsc.x), "=r"(x.vsc.y) : "r"(base + 8 * t), "n"(8 * D + 64)
+    };
+    // K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9), from the
+    // slot whose lane-0 address is `base`; with PAIR each read takes tile b's slot (base + TB) for the lanes
+    // whose columns / rows are tile b's: K (C layout) t >= 2, V scale (B layout) g >= 4, V zero (lz row) g = 2
+    const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 4 * g, aVs = (PAIR && g >= 4 ? TB : 0) + 8 * t,
+                   aVz = (PAIR && g == 2 ? TB : 0) + 8 * t;
+    auto read_scales = [&](uint32_t base, auto& x) {
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.ksc) : "r"(base + aK), "n"(8 * D) : "memory");
+      asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.kzr) : "r"(base + aK), "n"(8 * D + 32) : "memory");
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vsc.x), "=r"(x.vsc.y) : "r"(base + aVs), "n"(8 * D + 64)
                    : "memory");
-      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vzr.x), "=r"(x.vzr.y) : "r"(base + 8 * t), "n"(8 * D + 96)
+      asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vzr.x), "=r"(x.vzr.y) : "r"(base + aVz), "n"(8 * D + 96)
                    : "memory");
-      __syncwarp();  // every lane has read this stage before it is refilled
-      if constexpr (!decltype(noload)::value) issue(k + STAGES, blk_next, slot);
-      if constexpr (!POW2) slot_run = slot_run + TB == ring_end ? ring_s : slot_run + TB;
+    };
+    // wait for the oldest NT ring slots (adjacent: STAGES is even), read tiles k .. k + NT - 1 from them and
+    // refill each with the tile STAGES ahead (block ids blk0, blk1; noload: probe 7, no refill)
+    auto fetch = [&](int k, int blk0, int blk1, auto noload) {
+      Tile x;
+      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - NT) : "memory");
+      __syncwarp();
+#pragma unroll
+      for (int n = 0; n < NT; n++) read_words(slot + n * TB, x.kw[n], x.vw[n]);
+      read_scales(slot - 16 * lane, x);
+      __syncwarp();  // every lane has read these stages before they are refilled
+      if constexpr (!decltype(noload)::value) {
+        issue(k + STAGES, blk0, slot);
+        if constexpr (PAIR) issue(k + 1 + STAGES, blk1, slot + TB);
+      }
+      if constexpr (!POW2) slot_run = slot_run + NT * TB == ring_end ? ring_s : slot_run + NT * TB;
       return x;
     };
     // scores S = sum_dim c q' (tokens g, g + 8 x heads 2t, 2t + 1; tokens on M, heads on N): field P of every
     // code byte masked in place (the byte is then 4^P c: one LOP3 per 4 codes) is the u8 A operand of one
     // MMA per P (dims (D/4) P ..); the four s32 results join as 64 r0 + 16 r1 + 4 r2 + r3 = 64 sum c q8
     // (|.| < 2^23: exact in the float conversion), times sigma / 64 of the head. RAW (probe 6): no masking.
-    auto scores = [&](auto raw, const Tile& x, float S[4]) {
+    // (PAIR: tile b's words kwb onto the same fragment, B = q8b on columns 4-7)
+    auto scores = [&](auto raw, const uint32_t* kw, const uint32_t* kwb, float S[4]) {  // (pointers: cicc 13.0
+      // crashes on array-reference parameters of a generic lambda)
       int r[4][4];
 #pragma unroll
       for (int P = 0; P < 4; P++) {
         const uint32_t m = decltype(raw)::value ? 0xffffffffu : 0x03030303u << (2 * P);
         if constexpr (NW == 4)
-          mma_u8s8_k32(r[P], x.kw[0] & m, x.kw[1] & m, x.kw[2] & m, x.kw[3] & m, q8[P][0], q8[P][QR - 1]);
+          mma_u8s8_k32(r[P], kw[0] & m, kw[1] & m, kw[2] & m, kw[3] & m, q8[P][0], q8[P][QR - 1]);
         else
-          mma_u8s8_k16(r[P], x.kw[0] & m, x.kw[NW - 1] & m, q8[P][0]);
+          mma_u8s8_k16(r[P], kw[0] & m, kw[NW - 1] & m, q8[P][0]);
+        if constexpr (PAIR && NW == 4)
+          mma_u8s8_k32_acc(r[P], kwb[0] & m, kwb[1] & m, kwb[2] & m, kwb[3] & m, q8b[P][0], q8b[P][QR - 1]);
+        if constexpr (PAIR && NW == 2) mma_u8s8_k16_acc(r[P], kwb[0] & m, kwb[NW - 1] & m, q8b[P][0]);
       }
 #pragma unroll
       for (int i = 0; i < 4; i++)
         S[i] = __int2float_rn(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (i & 1 ? sg1 : sg0);
     };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
-    auto logits = [&](const Tile& x, const float S[4], float c[4]) {
+    auto logits = [&](const auto& x, const float S[4], float c[4]) {
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       c[0] = fmaf(ks0, S[0], kz0 * qs0);
       c[1] = fmaf(ks0, S[1], kz0 * qs1);
@@ -649,7 +713,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       c[3] = fmaf(ks1, S[3], kz1 * qs1);
     };
     // softmax and output of tile k with scores S
-    auto finish = [&](auto raw, int k, const Tile& x, const float S[4]) {
+    // vmma(b0, b1): the V MMAs of the tile (PAIR: of both tiles, each with the other's columns of P' zeroed)
+    auto finish = [&](auto raw, int k, const auto& x, const float S[4], auto&& vmma) {
       // logits relative to the running max: e = ks S + kz QS - m
       const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       float e[4];
@@ -658,20 +723,27 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       e[2] = fmaf(ks1, S[2], fmaf(kz1, qs0, -m0));
       e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
       uint32_t vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
-      if (__any_sync(0xffffffffu, k == partial_k || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
+      // a partial tile (PAIR: or a pair whose tile b is partial or past the warp's last tile)
+      const bool short_ = PAIR ? (k == partial_k || k + 1 == partial_k || k + 1 >= nmine) : k == partial_k;
+      if (__any_sync(0xffffffffu, short_ || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
         // slow path (warp-uniform): exact logits, mask of the partial tile, new running max, rescale, and
         // fold the V offset into acc
         float c[4];
         logits(x, S, c);
-        if (k == partial_k) {
-          const int valid = len - lastt * kTile;
-          if (g >= valid) c[0] = c[1] = -INFINITY;
-          if (g + 8 >= valid) c[2] = c[3] = -INFINITY;
+        if (short_) {
+          // tokens of local tile j that exist: 16, the sequence's partial last tile's count, 0 past the warp's last
+          auto valid_of = [&](int j) { return j >= nmine ? 0 : j == partial_k ? len - lastt * kTile : kTile; };
+          const int va = valid_of(k), vb = PAIR ? valid_of(k + 1) : va;
+          // whose tokens the lane holds: logits (C layout) by column, V scale (B layout) by column, V zero by lz row
+          const int vc = PAIR && t >= 2 ? vb : va, vs = PAIR && g >= 4 ? vb : va, vz = PAIR && g == 2 ? vb : va;
+          if (g >= vc) c[0] = c[1] = -INFINITY;
+          if (g + 8 >= vc) c[2] = c[3] = -INFINITY;
           // masked tokens get p = 0; zero their V scale / zero too (stale slots may hold anything)
           const int ta = 2 * t, tb = 2 * t + 8;
-          const uint32_t ma = (ta < valid ? 0xffffu : 0u) | (ta + 1 < valid ? 0xffff0000u : 0u);
-          const uint32_t mb = (tb < valid ? 0xffffu : 0u) | (tb + 1 < valid ? 0xffff0000u : 0u);
-          vs_a &= ma; vz_a &= ma; vs_b &= mb; vz_b &= mb;
+          auto keep = [&](int tok, int valid) {
+            return (tok < valid ? 0xffffu : 0u) | (tok + 1 < valid ? 0xffff0000u : 0u);
+          };
+          vs_a &= keep(ta, vs); vs_b &= keep(tb, vs); vz_a &= keep(ta, vz); vz_b &= keep(tb, vz);
         }
         float mx0 = fmaxf(c[0], c[2]), mx1 = fmaxf(c[1], c[3]);
 #pragma unroll
@@ -691,8 +763,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         offsets(off);
 #pragma unroll
         for (int i = 0; i < KS; i++) {
-          // rows 16 i + g: P = 1 + 2 (i & 1); rows 16 i + g + 8: P + 1
-          const int P0 = 1 + 2 * (i & 1);
+          const int P0 = v_field(i);
           acc[i][0] = (acc[i][0] - off[P0 - 1][0]) * al0;
           acc[i][1] = (acc[i][1] - off[P0 - 1][1]) * al1;
           acc[i][2] = (acc[i][2] - off[P0][0]) * al0;
@@ -712,10 +783,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       // p' = p * v_scale (fp16), the B operand of O^T += V^T P'; sp rows 0 / 1 += sum p' of even / odd tokens
       const uint32_t b0 = hmul2(pm0, vs_a), b1 = hmul2(pm1, vs_b);
       mma_f16(sp, sp_ind, 0u, sp_ind, 0u, b0, b1, sp[0], sp[1], sp[2], sp[3]);
+      vmma(b0, b1);
+    };
+    // O^T += V^T P' for one tile's V code words
+    auto vout = [&](auto raw, const uint32_t* vw, uint32_t b0, uint32_t b1) {
 #pragma unroll
       for (int w = 0; w < NW; w++) {
         uint32_t a[8];
-        unpack_tile<decltype(raw)::value, NW>(x.vw, w, a);
+        unpack_tile<decltype(raw)::value, NW>(vw, w, a);
         // register o[4 s + P - 1]: s = column half (token + 8), P - 1 = 2 u + row half (dim + 8)
         mma_f16(acc[2 * w], a[0], a[1], a[4], a[5], b0, b1, acc[2 * w][0], acc[2 * w][1], acc[2 * w][2], acc[2 * w][3]);
         mma_f16(acc[2 * w + 1], a[2], a[3], a[6], a[7], b0, b1, acc[2 * w + 1][0], acc[2 * w + 1][1],
@@ -725,15 +800,26 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // one tile at a time (probes 1, 6, 7: DecodeParams)
     auto body = [&](auto probe_tag, int k, int blk_next) {
       constexpr int PROBE = decltype(probe_tag)::value;  // 0, 1 (loads only), 6 (no unpack), 7 (no loads)
-      const Tile x = fetch(k, blk_next, std::integral_constant<bool, PROBE == 7>{});
+      const Tile x = fetch(k, blk_next, 0, std::integral_constant<bool, PROBE == 7>{});
       if constexpr (PROBE == 1) {  // keep the loads alive without the math
-        lz[0] += __uint_as_float((x.kw[0] ^ x.vw[NW - 1] ^ x.ksc ^ x.kzr ^ x.vsc.x ^ x.vzr.y) & 0x3f800000u);
+        lz[0] += __uint_as_float((x.kw[0][0] ^ x.vw[0][NW - 1] ^ x.ksc ^ x.kzr ^ x.vsc.x ^ x.vzr.y) & 0x3f800000u);
       } else {
         float S[4];
         constexpr std::integral_constant<bool, PROBE == 6> raw{};
-        scores(raw, x, S);
-        finish(raw, k, x, S);
+        scores(raw, x.kw[0], x.kw[0], S);
+        finish(raw, k, x, S, [&](uint32_t b0, uint32_t b1) { vout(std::integral_constant<bool, PROBE == 6>{}, x.vw[0], b0, b1); });
       }
+    };
+    // PAIR: tiles k and k + 1 (B fragment lanes g < 4 hold tile a's columns of P')
+    const uint32_t keep_a = g < 4 ? 0xffffffffu : 0u;
+    auto body_pair = [&](int k, int blk_a, int blk_b) {  // (x.kw[NT - 1]: tile b; compiled, never run, without PAIR)
+      const Tile x = fetch(k, blk_a, blk_b, std::false_type{});
+      float S[4];
+      scores(std::false_type{}, x.kw[0], x.kw[NT - 1], S);
+      finish(std::false_type{}, k, x, S, [&](uint32_t b0, uint32_t b1) {
+        vout(std::false_type{}, x.vw[0], b0 & keep_a, b1 & keep_a);
+        vout(std::false_type{}, x.vw[NT - 1], b0 & ~keep_a, b1 & ~keep_a);
+      });
     };
     // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
     int ta = tbl(lane), tb = tbl(32 + lane);
@@ -759,13 +845,13 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // accumulator, tests/kernels/test_cuda_emulation.py: a flat softmax over 1024 tokens 1.8e-3 with folds every
     // 32 tiles, as with round-to-nearest; before, 2.4e-2 every 32 tiles, 3.9e-3 every 8).
     auto flush = [&]() {
-      const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
+      const float z0 = __shfl_sync(0xffffffffu, lz[0], z_src), z1 = __shfl_sync(0xffffffffu, lz[1], z_src);
       float off[4][2];
       offsets(off);
 #pragma unroll
       for (int i = 0; i < KS; i++) {
-        // rows 16 i + g: P = 1 + 2 (i & 1), weight 4^P; rows 16 i + g + 8: 4^(P + 1) (the epilogue's 1 / u0, 1 / u1)
-        const int P0 = 1 + 2 * (i & 1);
+        // rows 16 i + g: weight 4^P; rows 16 i + g + 8: 4^(P + 1) (the epilogue's 1 / u0, 1 / u1)
+        const int P0 = v_field(i);
         const float w0 = float(1 << (2 * P0)), w1 = 4.f * w0;
         acc[i][0] = fmaf(z0, w0, acc[i][0] - off[P0 - 1][0]);
         acc[i][1] = fmaf(z1, w0, acc[i][1] - off[P0 - 1][1]);
@@ -773,12 +859,22 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         acc[i][3] = fmaf(z1, w1, acc[i][3] - off[P0][1]);
       }
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
-      if (g == 1) lz[0] = lz[1] = 0.f;  // row 1 (sum p z) restarts; row 0 (l) keeps running
+      if (z_row) lz[0] = lz[1] = 0.f;  // row 1 (sum p z; PAIR: and row 2) restarts; row 0 (l) keeps running
     };
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         const int e2 = min(kc + 32, nmine);
-        if constexpr (kFlushTiles == 32) {  // one fold per block-id window: two loops, no per-tile select
+        if constexpr (PAIR) {  // (the probes are the single-tile loop's)
+          for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
+            const int ke = min(k0 + kFlushTiles, e2);
+            for (int k = k0; k < ke; k += 2) {
+              const int j = k - kc + STAGES;
+              body_pair(k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31),
+                        __shfl_sync(0xffffffffu, j + 1 < 32 ? ta : tb, (j + 1) & 31));
+            }
+            flush();
+          }
+        } else if constexpr (kFlushTiles == 32) {  // one fold per block-id window: two loops, no per-tile select
           const int e1 = min(kc + 32 - STAGES, nmine);
           int k = kc;
           for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
@@ -831,15 +927,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
     else loop(std::integral_constant<int, 0>{});
     asm volatile("cp.async.wait_group 0;\n" ::);
-    // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t) of heads 2t, 2t + 1
+    // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t; PAIR columns 4-7: row 2) of columns 2t, 2t + 1
     const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
-    const float z0 = __shfl_sync(0xffffffffu, lz[0], 4 + t), z1 = __shfl_sync(0xffffffffu, lz[1], 4 + t);
+    const float z0 = __shfl_sync(0xffffffffu, lz[0], z_src), z1 = __shfl_sync(0xffffffffu, lz[1], z_src);
     float off[4][2];
     offsets(off);
 #pragma unroll
     for (int i = 0; i < KS; i++) {
-      // rows 16 i + g: P = 1 + 2 (i & 1); rows 16 i + g + 8: P + 1
-      const int P0 = 1 + 2 * (i & 1);
+      const int P0 = v_field(i);  // rows 16 i + g + 8: P0 + 1
       const float u0 = 1.f / float(1 << (2 * P0)), u1 = u0 * 0.25f;
       fin[i][0] = (acc[i][0] - off[P0 - 1][0]) * u0 + z0;
       fin[i][1] = (acc[i][1] - off[P0 - 1][1]) * u0 + z1;
@@ -850,6 +945,27 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     fm[1] = m1;
     fl[0] = l0;
     fl[1] = l1;
+    if constexpr (PAIR) {
+      // head n's two streams, columns n (lanes t < 2) and n + 4 (t >= 2, the partner lane t ^ 2): rescaled to
+      // their common max and summed, as two splits are merged; both lanes end with the merged values
+      float ws[2], wo[2];
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const float om = __shfl_xor_sync(0xffffffffu, fm[j], 2), ol = __shfl_xor_sync(0xffffffffu, fl[j], 2);
+        const float mm = fmaxf(fm[j], om);
+        ws[j] = ex2(fm[j] - mm);
+        wo[j] = ex2(om - mm);
+        fl[j] = fl[j] * ws[j] + ol * wo[j];
+        fm[j] = mm;
+      }
+#pragma unroll
+      for (int i = 0; i < KS; i++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const float o = __shfl_xor_sync(0xffffffffu, fin[i][c], 2);
+          fin[i][c] = fin[i][c] * ws[c & 1] + o * wo[c & 1];
+        }
+    }
   }
 
   if (p.probe == 5 && __shfl_sync(0xffffffffu, __float_as_uint(fin[0][0] + fl[0]), 0) != 0x7fffffffu) return;
@@ -1249,45 +1365,45 @@ constexpr int decode_smem_bytes() {
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>,
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, grid, dim3(NWARP * 32),
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, grid, dim3(NWARP * 32),
                    (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
   cfg.blockDim = dim3(NWARP * 32);
@@ -1300,14 +1416,14 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX>, NWARP * 32,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES>());
   return n;
 }
@@ -1316,7 +1432,7 @@ int occupancy() {
 
 // Variants: how deep each warp's cp.async ring is (tiles in flight per warp): 0 = 4, 1 = 8, 2 = 6, 3 = 10
 // with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
-// occupancy). dtype: 0 = bf16, 1 = fp16.
+// occupancy); 10 / 11 = 0 / 4 with paired tiles (PAIR: group <= 4 only, the host checks). dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
   if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0>ARGS;   \
   if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0>ARGS;   \
@@ -1337,7 +1453,11 @@ int occupancy() {
   if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
   if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
   if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;     \
+  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 4, 4, 0, 1>ARGS; \
+  if (head_dim == 64 && variant == 10) return F<T, 64, 4, 4, 4, 0, 1>ARGS;   \
+  if (head_dim == 128 && variant == 11) return F<T, 128, 8, 2, 4, 0, 1>ARGS; \
+  if (head_dim == 64 && variant == 11) return F<T, 64, 8, 2, 4, 0, 1>ARGS;
 
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl) {
