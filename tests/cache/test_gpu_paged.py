@@ -13,6 +13,7 @@ logits of random models tie exactly, margin 0.0, which is what was seen), which 
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -91,8 +92,6 @@ def test_graph_paged_equals_the_int8_query_reference_128_tokens(kind):
     ("+q8", fifteenth session): the same method, rotations and rounding of q, so what is left is bf16 SDPA
     against the kernel's fp32 accumulation. Same bound as the comparison with the plain reference below (not yet
     measured on a GPU when written; the log records the number)."""
-    from dataclasses import replace
-
     cfg = _config(kind)
     model = _model(cfg)
     rot = _rotations(cfg)
@@ -154,16 +153,21 @@ def test_padded_batch_and_absorption_on_gpu():
         toks, logits = graph_generate(model, cache, ids, mask, max_new_tokens=64, return_logits=True)
     finally:
         disable_oscar_attention(model)
+    # each row against the same prompt alone through the reference: with the kernel's int8 query and no fold (the
+    # padding property, at the kernels' 4%), and exact with R_V folded into o_proj (the two R_V options, at the 8%
+    # of the folds above: 2026-12-05 measured 4.8% for row 1 here, where the fold alone moves the reference 2.9%)
     for b, p in enumerate(prompts):
-        ref = OscarCache(cfg, cache.method, rotations=rot, backend="reference")
-        enable_oscar_attention(model, ref, absorb_v_into_o_proj=True)
-        try:
-            out = model.generate(p, cache=ref, max_new_tokens=64, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True, pad_token_id=0)
-        finally:
-            disable_oscar_attention(model)
-        _compare(f"qwen3 padded row {b} (explicit R_V) vs alone (absorbed, reference)", out.sequences[:, p.shape[1]:],
-                 out.logits, toks[b:b + 1], [x[b:b + 1] for x in logits])
+        for method, absorb, tol in ((replace(cache.method, query="int8"), False, 0.04), (cache.method, True, 0.08)):
+            ref = OscarCache(cfg, method, rotations=rot, backend="reference")
+            enable_oscar_attention(model, ref, absorb_v_into_o_proj=absorb)
+            try:
+                out = model.generate(p, cache=ref, max_new_tokens=64, do_sample=False, output_logits=True,
+                                     return_dict_in_generate=True, pad_token_id=0)
+            finally:
+                disable_oscar_attention(model)
+            what = "int8-query reference" if not absorb else "reference, R_V absorbed"
+            _compare(f"qwen3 padded row {b} (explicit R_V) vs alone ({what})", out.sequences[:, p.shape[1]:],
+                     out.logits, toks[b:b + 1], [x[b:b + 1] for x in logits], tol=tol)
 
 
 def test_sampling_runs_and_eager_generate_equals_graph():

@@ -258,11 +258,12 @@ class CudaDecodeConfig:
                      and GPU-tested, was no faster (32K b1 14.3 vs 14.1 us): not kept, patch
                      bench/results/2026-12-04_s13e_pair_mode.patch. A relaxed merge arrival with partial slots
                      polled by the last CTA was slower (128K b1 33.5 vs 31.3 us).
-                     Eighteenth session, not yet GPU-run: 10 / 11 = 0 / 4 with paired tiles (group <= 4: tile
+                     Eighteenth session (H200-timed 2026-12-05): 10 / 11 = 0 / 4 with paired tiles (group <= 4: tile
                      b's query heads on the MMA columns 4-7 that <= 4 heads leave empty, so the score join, the
                      softmax and the l / offset MMAs run once per two tiles; 129 SASS instructions per tile on
                      the hot path at head_dim 128 instead of 165; two softmax streams per head merged per warp;
-                     CPU emulation: tests/kernels/test_cuda_emulation.py).
+                     CPU emulation: tests/kernels/test_cuda_emulation.py). Measured: 7% faster at 128K batch 32
+                     (770 vs 826 us), 2-3% slower at batch 1 (fewer warps' worth of independent work per SM).
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
@@ -306,7 +307,7 @@ class CudaDecodeConfig:
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     """
 
-    variant: int | None = None  # None: 4 below 64 (sequence, KV head) pairs, else 0 (H200 sweep, 2026-12-03c)
+    variant: int | None = None  # None: DecodePlan's rule (4 below 128 (sequence, KV head) pairs, else 10 or 0)
     cta_overhead: float = 30.0
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
@@ -410,13 +411,19 @@ class DecodePlan:
         self.group = num_q_heads // num_kv_heads
         self.dtype = dtype
         v = self.config.variant
-        if v is None:  # fastest (or within 5% of it) per shape in the 2026-12-03c H200 sweep (BENCHMARKS.md)
-            v = 4 if batch * num_kv_heads < 64 else 0
         if v in PAIRED_VARIANTS and self.group > 4:
             raise ValueError(f"variant {v} pairs tiles on the MMA columns that <= 4 query heads per KV head leave "
                              f"free; this model has {self.group}: use variant {PAIRED_VARIANTS[v]}")
-        self.variant = v
         L = lib()
+        if v is None:
+            # fastest per shape in the 2026-12-05 H200 sweep (BENCHMARKS.md, Qwen3-8B shape, group 4): below 128
+            # (sequence, KV head) pairs variant 4 (128K b1 31.8 us vs 32.6 paired, 64K b8 103.0 vs 106.8 / 108.8);
+            # from there the paired form of 0 (128K b32 770 us vs 826, 32K b32 216 vs 229), where the group
+            # allows it and the library has it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)
+            v = 4 if batch * num_kv_heads < 128 else 0
+            if v == 0 and self.group <= 4 and L.oscar_int2_decode_warps(_DT[dtype], head_dim, 10) > 0:
+                v = 10
+        self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
         if per_sm <= 0 or warps <= 0:
