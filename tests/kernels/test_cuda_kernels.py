@@ -411,3 +411,15 @@ def test_cuda_decode_capacity_plan_runs_each_sequence_with_its_splits(variant, d
         outs[adaptive, order] = out
     for key, out in outs.items():
         assert rel_err(out, outs[True, None]) < 8e-3, key
+
+
+def test_default_variant_pairs_only_groups_up_to_4():
+    """The default rule picks a paired variant only where the group leaves MMA columns free, and the same ring
+    (the single-tile variant it pairs) as for an unpaired group of that size."""
+    cache, _, ids, _ = build([100], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16", blocks=64, device="cuda")
+    meta = cache.metadata(ids)
+    for batch_kv in (1, 64, 256):  # (sequence, KV head) pairs, given as the plan's batch with one KV head
+        small = DecodePlan(batch_kv, 4, 1, 128, meta, "cuda", torch.bfloat16).variant
+        large = DecodePlan(batch_kv, 16, 1, 128, meta, "cuda", torch.bfloat16).variant
+        assert large not in cuda_ops.PAIRED_VARIANTS
+        assert cuda_ops.PAIRED_VARIANTS.get(small, small) == large

@@ -307,7 +307,7 @@ class CudaDecodeConfig:
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     """
 
-    variant: int | None = None  # None: DecodePlan's rule (4 below 128 (sequence, KV head) pairs, else 10 or 0)
+    variant: int | None = None  # None: DecodePlan's rule (4 / 11 / 10 by (sequence, KV head) pairs and group)
     cta_overhead: float = 30.0
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
@@ -416,13 +416,16 @@ class DecodePlan:
                              f"free; this model has {self.group}: use variant {PAIRED_VARIANTS[v]}")
         L = lib()
         if v is None:
-            # fastest per shape in the 2026-12-05 H200 sweep (BENCHMARKS.md, Qwen3-8B shape, group 4): below 128
-            # (sequence, KV head) pairs variant 4 (128K b1 31.8 us vs 32.6 paired, 64K b8 103.0 vs 106.8 / 108.8);
-            # from there the paired form of 0 (128K b32 770 us vs 826, 32K b32 216 vs 229), where the group
-            # allows it and the library has it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)
-            v = 4 if batch * num_kv_heads < 128 else 0
-            if v == 0 and self.group <= 4 and L.oscar_int2_decode_warps(_DT[dtype], head_dim, 10) > 0:
-                v = 10
+            # fastest per shape in the 2026-12-05 H200 sweeps (BENCHMARKS.md, Qwen3-8B shape, group 4; us): variant
+            # 4 below 64 (sequence, KV head) pairs (128K b1 31.5 vs 32.3 paired), its paired form 11 from 64 (128K b8
+            # 192.8 vs 202.4, 128K b16 394.9 vs 432.8), the paired form of 0 from 256 (128K b32 775.5; 11 785.9, 0
+            # 825.1); pairing where the group allows it and the library has it (a kernel source of
+            # OSCARKV_KERNEL_SRC / bench --alt-src may not). Unpaired, 4 stays ahead of 0 up to 128 pairs.
+            pairs = batch * num_kv_heads
+            v = 4 if pairs < 256 else 0
+            paired = {single: pv for pv, single in PAIRED_VARIANTS.items()}[v]
+            if pairs >= 64 and self.group <= 4 and L.oscar_int2_decode_warps(_DT[dtype], head_dim, paired) > 0:
+                v = paired
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
