@@ -258,6 +258,7 @@ def test_settings_errors_are_one_line(monkeypatch):
     monkeypatch.setenv("OSCAR_KV_ROTATIONS", "r.safetensors")
     s = OscarSettings.from_env()
     assert s.enabled and s.shadow_pages == 40 and s.sink == 64 and s.recent == 256 and s.page == 16
+    assert s.layout == "auto"  # tile16 pages on a GPU where they fit (test_tile16_layout_refused...: cells on CPU)
 
 
 def test_plugin_refuses_missing_file(monkeypatch):

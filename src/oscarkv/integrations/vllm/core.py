@@ -70,7 +70,7 @@ class OscarSettings:
     scale_dtype: str = "float16"
     shadow_pages: int | None = None  # cap on shadow pages; None = derived from max_num_seqs
     kernels: str = "auto"
-    layout: str = "logical"  # of the INT2 pages: PageFormat.int2_views
+    layout: str = "auto"  # asked layout of the INT2 pages (LayerCompute._resolve_layout)
 
     @property
     def enabled(self) -> bool:
@@ -89,7 +89,7 @@ class OscarSettings:
         kernels = os.environ.get(ENV_KERNELS, "auto") or "auto"
         if kernels not in ("auto", "off"):
             raise InputError(f"{ENV_KERNELS}={kernels!r} is not a choice; use auto or off")
-        layout = os.environ.get(ENV_LAYOUT, "logical") or "logical"
+        layout = os.environ.get(ENV_LAYOUT, "auto") or "auto"
         if layout not in LAYOUTS:
             raise InputError(f"{ENV_LAYOUT}={layout!r} is not a layout; use one of {', '.join(LAYOUTS)}")
         return cls(
