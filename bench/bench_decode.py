@@ -26,7 +26,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -46,6 +45,7 @@ from oscarkv.kernels import (  # noqa: E402
     decode_attention,
     write_kv,
 )
+from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.quant import QuantConfig  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
@@ -538,7 +538,7 @@ def main():
         HQ, HKV, SINK, RECENT = 4, 1, 16, 32
     t_start = time.time()
     dev = torch.device("cpu" if SMOKE else "cuda")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = source_commit()
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
                commit=commit, pdl=a.pdl, shape=dict(HQ=HQ, HKV=HKV, D=D, sink=SINK, recent=RECENT, block=BS))
     if not SMOKE:

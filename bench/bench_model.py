@@ -42,8 +42,6 @@ import argparse
 import contextlib
 import gc
 import json
-import math
-import os
 import statistics
 import sys
 import time
@@ -56,8 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from oscarkv.cache import OscarCache  # noqa: E402
-from oscarkv.cache.graph import GraphDecoder, _cache_kwarg, compiled_forward, generate  # noqa: E402
+from oscarkv.cache.graph import GraphDecoder, _cache_kwarg, compiled_forward  # noqa: E402
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention  # noqa: E402
+from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.rotation import RotationSet, config_hash  # noqa: E402
 
 SINK, RECENT, GROUP = 64, 256, 128
@@ -588,7 +587,7 @@ def main():
         import transformers
 
         out["transformers"] = transformers.__version__
-        out["commit"] = os.popen(f"git -C {ROOT} rev-parse --short HEAD 2>/dev/null").read().strip()
+        out["commit"] = source_commit()
         if device == "cuda":
             out["device"] = torch.cuda.get_device_name()
     except Exception:

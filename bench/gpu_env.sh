@@ -1,6 +1,8 @@
 # Shared set-up of the device-call scripts (bench/calls/run_gpu_s4*.sh), sourced from the repo root on the GPU
 # machine: $OUT, the carried wheels (FlashInfer, its TVM FFI, transformers 5.24) into /tmp/site, the
-# environment, and t() for elapsed-time lines.
+# environment, and t() for elapsed-time lines. The device's copy of the tree has stale git metadata: name the commit
+# in the run command (OSCARKV_COMMIT=$(git rev-parse --short HEAD) written out here, e.g. `OSCARKV_COMMIT=60321c3 bash
+# bench/calls/...`) so that the results' JSON names it (oscarkv.fileio.source_commit).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformers-5.24.0-py3-none-any.whl 2>/dev/null | tr '\n' ' ')
 [ -n "$WHL" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site $WHL > /dev/null 2>&1

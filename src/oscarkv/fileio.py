@@ -5,6 +5,7 @@
   really be created there (``os.access`` says yes to root even on /proc).
 * ``check_input_file`` refuses a missing path or a directory with one line.
 * ``check_distinct_paths`` refuses an output that is one of the command's inputs or another output.
+* ``source_commit`` names the code a results file came from.
 * ``atomic_write`` writes to a temporary name in the destination folder and renames it over the
   destination, so a crash, Ctrl-C or SIGTERM never leaves a half-written file in place of a good one,
   and never leaves the temporary file behind. The result honours the umask (``mkstemp`` alone would
@@ -22,6 +23,22 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import InputError, NotFoundError
+
+
+def source_commit() -> str:
+    """The commit of the code that runs, for results files: ``OSCARKV_COMMIT`` where set (the GPU machine's copy
+    of the tree carries stale git metadata: its HEAD is not the tree's commit), else ``git rev-parse`` of the
+    package's checkout, else "unknown"."""
+    if os.environ.get("OSCARKV_COMMIT"):
+        return os.environ["OSCARKV_COMMIT"]
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def _first_existing(p: Path) -> Path:

@@ -11,7 +11,7 @@ import pytest
 
 from oscarkv.errors import InputError
 from oscarkv.eval.report import write_json
-from oscarkv.fileio import atomic_write, check_output_path
+from oscarkv.fileio import atomic_write, check_output_path, source_commit
 
 from adv_helpers import cfg, good_rotations
 
@@ -168,3 +168,13 @@ def test_outputs_never_replace_inputs(tmp_path, capsys, monkeypatch):
         assert main(argv) == 2
         assert match in capsys.readouterr().err
     assert rot.read_bytes() == before
+
+
+def test_source_commit_names_the_tree(monkeypatch):
+    """Results files name their code: OSCARKV_COMMIT where set (the GPU machine's copy of the tree has stale git
+    metadata), else this checkout's HEAD."""
+    monkeypatch.setenv("OSCARKV_COMMIT", "abc1234")
+    assert source_commit() == "abc1234"
+    monkeypatch.delenv("OSCARKV_COMMIT")
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert source_commit() == (head or "unknown")

@@ -11,21 +11,12 @@ from pathlib import Path
 
 import torch
 from ..errors import InputError, NotFoundError
-from ..fileio import check_distinct_paths, check_input_file, check_output_dir, check_output_path
+from ..fileio import check_distinct_paths, check_input_file, check_output_dir, check_output_path, source_commit
 from ..models import resolve_model_path as resolve_model
 
 
 def _log(msg: str) -> None:
     print(f"[oscar-kv] {msg}", file=sys.stderr, flush=True)
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
-    except Exception:
-        return "unknown"
 
 
 def _load(model: str):
@@ -404,7 +395,7 @@ def cmd_run(a) -> int:
     if getattr(a, "only_pure", False):
         configs = [c for c in configs if c[0] == "pure INT2"]
     tables, series, reference = [], [], {}
-    commit = _git_commit()
+    commit = source_commit()
     for label, sink, recent, page in configs:
         _log(f"evaluating ({label}: sink {sink}, recent {recent}, page {page}, context {a.context})")
         methods = parse_methods(names, sink=sink, recent=recent, page=page)
