@@ -9,3 +9,5 @@ WHL=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl .whl/transformer
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 PYTHONPATH=/tmp/site:$PWD/src
 [ -d .kcache ] && export OSCARKV_KERNEL_CACHE=$PWD/.kcache  # kernel library prebuilt on the CPU machine, if carried
 T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
+# seconds left of this call (BUDGET: what the call may take, default 585 of the 600-second limit)
+left() { echo $(( ${BUDGET:-585} - $(date +%s) + T0 )); }

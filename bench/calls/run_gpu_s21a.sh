@@ -9,7 +9,6 @@ set -u
 T="$(date +%Y-%m-%d)_s21a"
 source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s21
-B=${BUDGET:-585}; left() { echo $(( B - $(date +%s) + T0 )); }  # BUDGET: seconds this call may take
 timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton --no-append \
   --sweep --sweep-points 131072x1,32768x1,131072x8,65536x8,131072x16,32768x16,131072x32,32768x32 \
   --sweep-variants 4,11,0,10 --sweep-scales 1.0 --out "$OUT/${T}_sweep.json" > "$OUT/${T}_sweep.log" 2>&1

@@ -8,7 +8,6 @@ set -u
 T="$(date +%Y-%m-%d)_s22a"
 source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s22
-left() { echo $(( ${BUDGET:-585} - $(date +%s) + T0 )); }
 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_kernel_tests.log" 2>&1
 t "kernel tests rc=$?"; grep -E "^E .*rel err|FAILED|passed|failed|rror" "$OUT/${T}_kernel_tests.log" | tail -6 | cut -c1-300
 timeout 240 python3 bench/step_ablate.py --model qwen3-4b --context 131072 \

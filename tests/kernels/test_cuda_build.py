@@ -51,4 +51,3 @@ def test_paired_variants_refuse_groups_above_4():
     for v, single in cuda_ops.PAIRED_VARIANTS.items():
         with pytest.raises(ValueError, match=f"variant {v} pairs tiles.*use variant {single}"):
             DecodePlan(1, 16, 2, 128, cache.metadata(ids), "cpu", torch.bfloat16, CudaDecodeConfig(variant=v))
-

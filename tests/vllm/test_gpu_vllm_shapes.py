@@ -3,8 +3,8 @@ installed on the GPU machine). Needs no vLLM: MiniVLLM (oscarkv.integrations.vll
 engine (block tables, slot mappings, chunked prefill, decode, prefix sharing, block reuse, preemption)
 and the layer runs exactly the code the plugin runs: with cell pages the package's Triton append kernel
 writes INT2 pages + BF16 shadow rows and the Triton decode kernel attends over the two-tier tables for
-q_len == 1 rows; with tile16 pages (the default on a GPU) torch writes the records and the CUDA decode
-kernel reads them; the torch path handles chunks. Compared against (a) the same steps through the torch reference
+q_len == 1 rows; with tile16 pages (the default on a GPU) the Triton append writes the records row by row
+and the CUDA decode kernel reads them; the torch path handles chunks. Compared against (a) the same steps through the torch reference
 on the same GPU tensors and (b) the dense reference (window rule written out). Skips without CUDA;
 on CPU the same checks run with TRITON_INTERPRET=1 via OSCAR_KV_INTERPRET_TEST=1 (slow).
 
@@ -34,8 +34,8 @@ def toks(seed, n):
     return torch.randint(0, 1000, (n,), generator=g).tolist()
 
 
-# INT2 pages as cells (Triton append + decode) or, "auto" on a GPU, as tile16 records (the CUDA decode kernel
-# over vLLM's pages; torch writes; on CPU "auto" gives cells)
+# INT2 pages as cells (Triton append + decode) or, "auto" on a GPU, as tile16 records (the Triton append writes
+# them, the CUDA decode kernel reads them over vLLM's pages; on CPU "auto" gives cells)
 LAYOUTS = ["logical", "auto"]
 
 
@@ -92,7 +92,7 @@ def test_gpu_decode_kernel_was_used(layout):
     m.step([("a", 200)])
     calls = []
     orig = m.layer._decode_kernel
-    m.layer._decode_kernel = lambda *a, **k: calls.append(k.get("backend", a[-1])) or orig(*a, **k)
+    m.layer._decode_kernel = lambda *a, **k: calls.append(1) or orig(*a, **k)
     m.step([("a", 1)])
     assert calls, "the decode kernel path was not taken for a q_len == 1 row"
     if DEV == "cuda":  # auto: the pages are tile16 records and the CUDA kernel reads them

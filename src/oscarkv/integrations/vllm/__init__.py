@@ -12,8 +12,9 @@ Other variables: ``OSCAR_KV_SINK`` (64), ``OSCAR_KV_RECENT`` (256), ``OSCAR_KV_P
 rule's B), ``OSCAR_KV_MODE`` (``oscar``; ``exact`` = rotation only, no quantization, a correctness
 check of the plumbing), ``OSCAR_KV_SHADOW_PAGES`` (cap of the BF16 window pool), ``OSCAR_KV_KERNELS``
 (``auto``: the package's Triton append and decode kernels on CUDA where eligible; ``off``: the torch
-reference everywhere), ``OSCAR_KV_LAYOUT`` (``auto``, the default: tile16 records that the CUDA decode kernel reads in place, on a
-GPU where the format allows, else per-token cells; ``logical``: cells always; ``tile16``: records or an error). The file decides the recipe (``core.file_recipe``): files fitted for centered rows
+reference everywhere), ``OSCAR_KV_LAYOUT`` (``auto``, the default: tile16 records that the CUDA decode
+kernel reads in place, on a GPU where the format allows, else per-token cells; ``logical``: cells always;
+``tile16``: records or an error). The file decides the recipe (``core.file_recipe``): files fitted for centered rows
 (``calibrate --plus``) are served centered through ``rotation/centering.py`` (the one home of that math),
 files with Lloyd-Max levels with those levels (on the torch path).
 

@@ -36,8 +36,8 @@ ENV_MODE = "OSCAR_KV_MODE"  # "oscar" (default) | "exact" (rotation only, no qua
 ENV_SINK, ENV_RECENT, ENV_PAGE = "OSCAR_KV_SINK", "OSCAR_KV_RECENT", "OSCAR_KV_PAGE"
 ENV_SHADOW_PAGES = "OSCAR_KV_SHADOW_PAGES"
 ENV_KERNELS = "OSCAR_KV_KERNELS"  # "auto" (package kernels on CUDA where eligible) | "off" (torch everywhere)
-# "logical" (per-token cells, the default until the tile16 path has run on a GPU) | "tile16" (the CUDA decode
-# kernel's records) | "auto" (tile16 on CUDA where the CUDA decode kernel can read them, else cells)
+# "auto" (the default: tile16 on CUDA where the CUDA decode kernel can read them, else cells) | "logical" (per-token
+# cells) | "tile16" (the CUDA decode kernel's records, or an error where they do not fit)
 ENV_LAYOUT = "OSCAR_KV_LAYOUT"
 LAYOUTS = ("auto", "logical", "tile16")
 MODES = ("oscar", "exact")
