@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -421,10 +422,14 @@ def bench_flashinfer(B, L, dev, kv_dtype):
     return t, nbytes
 
 
-def bench_append(B, dev, backend, steps=16):
+def bench_append(B, dev, backend, steps=16, rotation=None):
     """Steady-state decode steps of B sequences (past the windows): per step one row per sequence into the
     ring, and once per 16 steps a whole page per sequence quantized into INT2. Returns seconds per step
-    (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer)."""
+    (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer).
+
+    ``rotation`` (branch fused-rotation): "fused": R_K applied inside the append to the new K rows and the step's
+    queries (GQA 4: write_kv(..., rotation=, q=, q_out=)); "gemm": the same work as the unfused step does it,
+    ``rotation.rotate_with_keys`` (one fp32 GEMM per KV head, casts) then the plain append."""
     cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
     L0 = SINK + RECENT + 40
     nb = B * (-(-(L0 + steps) // BS) + 2) + 4
@@ -440,7 +445,24 @@ def bench_append(B, dev, backend, steps=16):
     n_dem = sum(int(p.demote_src.numel() > 0) for p in plans)
     k = torch.randn(B, HKV, D, device=dev).bfloat16()
     v = torch.randn(B, HKV, D, device=dev).bfloat16()
-    t = time_calls([lambda p=p: write_kv(pool, k, v, p, backend=backend) for p in plans])
+    if rotation is None:
+        t = time_calls([lambda p=p: write_kv(pool, k, v, p, backend=backend) for p in plans])
+        return t, n_dem
+    from oscarkv.rotation import rotate_with_keys
+
+    R = torch.linalg.qr(torch.randn(D, D, device=dev))[0].contiguous()[None]
+    q = torch.randn(B, 4 * HKV, D, device=dev).bfloat16()
+    q_out = torch.empty_like(q)
+
+    def fused(p):
+        write_kv(pool, k, v, p, backend=backend, rotation=R, q=q, q_out=q_out)
+
+    def gemm(p):
+        qr, kr = rotate_with_keys(q.unsqueeze(2), k.unsqueeze(2), R)
+        q_out.copy_(qr.squeeze(2))
+        write_kv(pool, kr.squeeze(2), v, p, backend=backend)
+
+    t = time_calls([lambda p=p: (fused if rotation == "fused" else gemm)(p) for p in plans])
     return t, n_dem
 
 
@@ -514,6 +536,11 @@ def main():
     ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
                     "(the measured bound of issue 7)")
     ap.add_argument("--append-batches", default="1,8,32,256")
+    ap.add_argument("--alt-src", action="append", default=[],
+                    help="the fused-rotation append timed again with the library built from this .cu (prebuilt into "
+                         "$OSCARKV_KERNEL_CACHE: the cache is keyed by the source)")
+    ap.add_argument("--append-rotation", default="",
+                    help="also time the append with R_K: 'fused' (in the kernel), 'gemm' (rotate_with_keys first), both")
     ap.add_argument("--early-reads", type=int, default=1, help="CudaDecodeConfig.early_reads for our kernel (as the "
                     "paged cache runs it; safe here: the previous kernel is always another decode call)")
     ap.add_argument("--pdl", type=int, default=0, help="programmatic dependent launch for our decode kernel "
@@ -700,19 +727,29 @@ def main():
         t = time_calls([lambda: x.add_(1.0)] * 16)
         res["launch_floor_us"] = t * 1e6
         log(f"launch floor (graph of 16 tiny elementwise kernels): {t * 1e6:.2f} us per kernel")
+    runs = [("cuda", 0, None, None), ("cuda", 1, None, None), ("triton", 0, None, None)]
+    runs += [("cuda", 1, r, None) for r in a.append_rotation.split(",") if r]
+    runs += [("cuda", 1, "fused", src) for src in a.alt_src if "fused" in a.append_rotation]
+    from oscarkv.kernels import cuda_ops  # (imported above only on a GPU)
+
+    main_src = cuda_ops._SRC
     for B in ([] if a.no_append or SMOKE else [int(x) for x in a.append_batches.split(",")]):
-        for backend, pdl in (("cuda", 0), ("cuda", 1), ("triton", 0)):
+        for backend, pdl, rot, src in runs:
             if backend == "cuda":
                 cuda_ops.USE_PDL = bool(pdl)
+                if (src and Path(src) != cuda_ops._SRC) or (not src and cuda_ops._SRC != main_src):
+                    cuda_ops._SRC, cuda_ops._LIB = Path(src) if src else main_src, None  # library of another source
             try:
-                t, n_dem = bench_append(B, dev, backend)
+                t, n_dem = bench_append(B, dev, backend, rotation=rot)
             except Exception as e:
-                log(f"append {backend} B={B} failed: {type(e).__name__}: {str(e)[:200]}")
+                log(f"append {backend} B={B} rotation={rot} failed: {type(e).__name__}: {str(e)[:200]}")
                 continue
-            app.append(dict(batch=B, backend=backend, pdl=pdl, us_per_step=t * 1e6, us_per_token=t * 1e6 / B,
-                            steps=16, demotion_steps=n_dem))
-            log(f"append {backend:6s} pdl={pdl} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 steps, {n_dem} "
-                f"with a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")
+            tag = f" [{Path(src).name}]" if src else ""
+            app.append(dict(batch=B, backend=backend, pdl=pdl, rotation=rot, source=src, us_per_step=t * 1e6,
+                            us_per_token=t * 1e6 / B, steps=16, demotion_steps=n_dem))
+            log(f"append {backend:6s} pdl={pdl} rotation={rot}{tag} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 "
+                f"steps, {n_dem} with a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")
+    cuda_ops._SRC, cuda_ops._LIB = main_src, None
     if not SMOKE:
         cuda_ops.USE_PDL = bool(a.pdl)
     res["append"] = app

@@ -47,6 +47,38 @@ def test_cuda_append_matches_reference_bit_for_bit(d, chunks, k_clip):
     _pools_equal(pa, pb)
 
 
+@pytest.mark.parametrize("d,shared,strided", [(64, True, False), (128, False, False), (128, True, True)])
+def test_cuda_append_with_fused_rotation_matches_torch(d, shared, strided):
+    """write_kv(..., rotation=, q=, q_out=) on the CUDA kernel (R_K applied in the append: the rotation CTAs'
+    tensor-core products for the new rows of the row copies and the queries into q_out, the scalar path for pages
+    quantized straight from new rows) against the torch backend, which rotates with rotation.rotate_with_keys
+    first. fp32 sums in another order round to bf16 one ulp apart at times, so: values within one bf16 ulp, at
+    most 1 in 1000 code bytes different. ``strided``: q / k / v are slices of one fused projection output."""
+    lens, hkv, G = [3, 29, 70, 200, 513], 2, 4
+    kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, layout="tile16", device="cuda", blocks=160)
+    ca, pa, ids, _ = build(lens, backend="torch", **kw)
+    cb, pb, _, _ = build(lens, backend="cuda", **kw)
+    g = torch.Generator().manual_seed(int(shared) + d)
+    r = torch.linalg.qr(torch.randn(1 if shared else hkv, d, d, generator=g, dtype=torch.float64))[0].float().contiguous().cuda()
+    for n in (20, 1, 1, 17, 1, 1):
+        rows = n * len(lens)
+        if strided:
+            qkv = torch.randn(rows, hkv * (G + 2), d, generator=g).bfloat16().cuda()
+            q, k, v = qkv[:, : hkv * G], qkv[:, hkv * G: hkv * (G + 1)], qkv[:, hkv * (G + 1):]
+        else:
+            k, v = (torch.randn(rows, hkv, d, generator=g).bfloat16().cuda() for _ in range(2))
+            q = torch.randn(rows, hkv * G, d, generator=g).bfloat16().cuda()
+        qa, qb = torch.empty_like(q), torch.empty_like(q)
+        write_kv(pa, k, v, ca.plan_append(ids, [n] * len(lens)), backend="torch", rotation=r, q=q, q_out=qa)
+        write_kv(pb, k, v, cb.plan_append(ids, [n] * len(lens)), backend="cuda", rotation=r, q=q, q_out=qb)
+        torch.testing.assert_close(qb, qa, rtol=8e-3, atol=8e-3)
+        for f in ("k_hp", "v_hp", "k_scale", "k_zero", "v_scale", "v_zero"):
+            torch.testing.assert_close(getattr(pb, f).float(), getattr(pa, f).float(), rtol=8e-3, atol=8e-3, msg=f)
+        for f in ("k_codes", "v_codes"):
+            frac = (getattr(pa, f) != getattr(pb, f)).float().mean().item()
+            assert frac <= 1e-3, f"{f}: {frac:.2e} of the bytes differ"
+
+
 def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     cache, pool, ids, _ = build(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
                                 backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64)

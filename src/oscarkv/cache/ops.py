@@ -4,9 +4,11 @@
 model's many small ops (RMSNorm, q/k norm, RoPE, SiLU, residual adds, dtype casts, our rotations) into
 a few Triton kernels. What it must not trace is the cache's storage work: host-side block planning,
 ctypes launches of the CUDA kernels, Triton kernels with their own launch logic. That work is one op,
-``oscarkv::paged_decode(q, k, v, handle, layer, scale) -> out``:
+``oscarkv::paged_decode(q, k, v, handle, layer, scale, rotation) -> out``:
 
-* q ``[B, Hq, d]`` rotated by R_K, k / v ``[B, Hkv, d]`` rotated (and centered) new rows;
+* q ``[B, Hq, d]`` rotated by R_K, k / v ``[B, Hkv, d]`` rotated (and centered) new rows; or, with
+  ``rotation`` (R_K, float32 ``[1 or Hkv, d, d]``), q and k not yet rotated: the append rotates both
+  (``write_kv(..., rotation=)``, inside the CUDA append kernel);
 * ``handle``: a CPU int64 scalar naming the ``PagedState`` (``register``); a tensor, not an int, so
   that the compiled code does not specialise on it and one compilation serves every cache of the same
   shapes; ``layer``: the layer index;
@@ -50,11 +52,11 @@ def lookup(handle: torch.Tensor):
 
 @torch.library.custom_op("oscarkv::paged_decode", mutates_args=())
 def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle: torch.Tensor, layer: int,
-                 scale: float) -> torch.Tensor:
-    """Append one rotated K/V row per sequence to ``layer``'s pools and attend (see the module docstring)."""
-    return lookup(handle).decode_layer(layer, q, k, v, scale)
+                 scale: float, rotation: torch.Tensor | None = None) -> torch.Tensor:
+    """Append one K/V row per sequence to ``layer``'s pools and attend (see the module docstring)."""
+    return lookup(handle).decode_layer(layer, q, k, v, scale, rotation)
 
 
 @paged_decode.register_fake
-def _paged_decode_fake(q, k, v, handle, layer, scale):
+def _paged_decode_fake(q, k, v, handle, layer, scale, rotation=None):
     return torch.empty_like(q, memory_format=torch.contiguous_format)

@@ -41,7 +41,7 @@ from transformers.cache_utils import CacheLayerMixin
 
 from ..errors import InputError, StateError, UnsupportedError
 from ..methods import KVMethod, LayerPlan
-from ..rotation import expand_heads, rotate, rotate_with_keys, unrotate
+from ..rotation import expand_heads, rotate, unrotate
 from ..rotation.centering import add_value_mean, center, rotated_mean
 
 BLOCK_SIZE = 16
@@ -221,10 +221,13 @@ class PagedState:
                                                  CudaDecodeConfig(early_reads=True))
         return self._decode_plans[key]
 
-    def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                     rotation: torch.Tensor | None = None) -> torch.Tensor:
         """One decode step of layer ``idx``: append the rotated rows k / v ``[B, Hkv, d]`` (``write_kv``,
         with page demotion) and attend with q ``[B, Hq, d]`` (rotated) over the pools -> ``[B, Hq, d]``,
-        contiguous, q's dtype. The eager path and the compiled path's op (cache/ops.py) both call it."""
+        contiguous, q's dtype. With ``rotation`` (R_K, float32 ``[1 or Hkv, d, d]``) q and k arrive unrotated
+        and the append rotates both (``write_kv(..., rotation=)``). The eager path and the compiled path's op
+        (cache/ops.py) both call it."""
         from ..kernels import decode_attention, write_kv
 
         cur = self.cur
@@ -233,7 +236,12 @@ class PagedState:
         pool, kb = self.pools[idx], self.kernel_backend
         # rows may be strided views (a fused q/k/v_proj's slices): every append backend reads them as they are
         # (row and head strides), so no copy kernel per layer and step
-        write_kv(pool, k, v, cur["plan"], backend=kb)
+        if rotation is None:
+            write_kv(pool, k, v, cur["plan"], backend=kb)
+        else:
+            qr = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            write_kv(pool, k, v, cur["plan"], backend=kb, rotation=rotation, q=q, q_out=qr)
+            q = qr
         plan = self.decode_plan(q.shape[1], q.dtype)
         kw = {} if plan is None else {"plan": plan}
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -476,10 +484,28 @@ class PagedLayer(CacheLayerMixin):
             vr = rotate(center(value_states, self.v_mean), self.v_rot)
         if st.opaque:  # compiled step: the attention function gets kc / vr and rotates k together with q
             return kc, vr
+        if st.cur is not None and st.cur["decode"] and self._fused_rotation() is not None:
+            # a decode step: the append rotates k and the queries (write_kv(..., rotation=)); the attention
+            # function ignores what update returns on this path
+            self.pending = (kc, vr, True)
+            self.fresh = True
+            return kc, vr
         kr = rotate(kc, self.k_rot)
-        self.pending = (kr, vr)
+        self.pending = (kr, vr, False)
         self.fresh = True
         return kr, vr
+
+    def _fused_rotation(self) -> torch.Tensor | None:
+        """R_K as the append takes it (float32 ``[1 or Hkv, d, d]`` on the layer's device, cached) when the
+        queries' transform is R_K itself (no key rescale), else None: q and k are then rotated by
+        ``write_kv(..., rotation=)`` inside the append of a decode step (the CUDA append kernel does it in its
+        launch), not by rotation GEMMs and copies of their own."""
+        if not hasattr(self, "_rk32"):
+            self._rk32 = None
+            if self.q_rot is not None and self.plan.k_query_rot is self.plan.k_rot:
+                d = self.k_rot.shape[-1]
+                self._rk32 = self.k_rot.to(self.device, torch.float32).reshape(-1, d, d).contiguous()
+        return self._rk32
 
     def _query_rotations(self, hq: int):
         """The queries' transform (R_K, or M^-T with a key rescale) and R_V per query head
@@ -491,11 +517,7 @@ class PagedLayer(CacheLayerMixin):
 
             self._rq, self._rv = per_q(self.q_rot), per_q(self.v_rot)
             self._vm = self.v_mean_rot  # mu_V R_V (lazy_initialization)
-            # the compiled step rotates q [B, Hq, 1, d] and k [B, Hkv, 1, d] together when they share R_K:
-            # one GEMM per KV head (rotation.rotate_with_keys), each matrix read once per layer and step
-            self._rqk = None
-            if self.q_rot is not None and self.plan.k_query_rot is self.plan.k_rot:
-                self._rqk = self.k_rot.to(self.device, torch.float32).contiguous()
+            self._rqk = self._fused_rotation()  # made here too: before torch.compile traces the step
             self._rot_cache_key = hq
         return self._rq, self._rv, self._vm
 
@@ -512,13 +534,16 @@ class PagedLayer(CacheLayerMixin):
                 raise StateError("the compiled paged step runs decode steps only (one token per row)")
             from . import ops  # noqa: F401  (registers torch.ops.oscarkv.paged_decode)
 
-            if self._rqk is not None:  # key arrives centered, not rotated (update): q and k in one GEMM
-                q, k = rotate_with_keys(query, key, self._rqk)
+            scale = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
+            if self._rqk is not None:  # key arrives centered, not rotated (update): the append rotates q and k
+                out = torch.ops.oscarkv.paged_decode(query[:, :, 0], key[:, :, 0], value[:, :, 0], self.state.handle,
+                                                     self.idx, float(scale), self._rqk)[:, None]
             else:
                 q, k = rotate(query, rq), rotate(key, self.k_rot)
-            scale = scaling if scaling is not None else 1.0 / math.sqrt(q.shape[-1])
-            out = torch.ops.oscarkv.paged_decode(q[:, :, 0].contiguous(), k[:, :, 0], value[:, :, 0],
-                                                 self.state.handle, self.idx, float(scale))[:, None]
+                out = torch.ops.oscarkv.paged_decode(q[:, :, 0].contiguous(), k[:, :, 0], value[:, :, 0],
+                                                     self.state.handle, self.idx, float(scale))[:, None]
+        elif self.pending is not None and self.pending[2]:  # a decode step whose append rotates q and k
+            out = self._attend(query, scaling, self._rqk)
         else:
             out = self._attend(rotate(query, rq), scaling)
         out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
@@ -526,28 +551,29 @@ class PagedLayer(CacheLayerMixin):
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out
 
-    def _attend(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
+    def _attend(self, q: torch.Tensor, scaling: float | None, rotation: torch.Tensor | None = None) -> torch.Tensor:
         st = self.state
         try:
-            out = self._attend_layer(q, scaling)
+            out = self._attend_layer(q, scaling, rotation)
         except BaseException as e:
             st.mark_broken(f"layer {self.idx} failed while writing or attending: {type(e).__name__}")
             raise
         st.cur["done"] += 1
         return out
 
-    def _attend_layer(self, q: torch.Tensor, scaling: float | None) -> torch.Tensor:
+    def _attend_layer(self, q: torch.Tensor, scaling: float | None, rotation: torch.Tensor | None = None) -> torch.Tensor:
+        """``rotation``: a decode step whose q and k are not rotated yet (``update``); its append rotates them."""
         from ..kernels import prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
-        kr, vr = self.pending
+        kr, vr, _ = self.pending
         self.pending = None
         query = q
         b, hq, t, d = q.shape
         scale = scaling if scaling is not None else 1.0 / math.sqrt(d)
         pool, kb = st.pools[self.idx], st.kernel_backend
         if cur["decode"]:
-            return st.decode_layer(self.idx, q[:, :, 0], kr[:, :, 0], vr[:, :, 0], scale)[:, None]
+            return st.decode_layer(self.idx, q[:, :, 0], kr[:, :, 0], vr[:, :, 0], scale, rotation)[:, None]
         sel = cur["sel"]
         flat = lambda x: x.transpose(1, 2).reshape(b * t, x.shape[1], d)[sel]  # noqa: E731
         qp, kp, vp = flat(q), flat(kr), flat(vr)

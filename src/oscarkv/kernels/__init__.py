@@ -50,7 +50,7 @@ from .paged import (
 )
 from .checks import check_decode_meta, check_write_plan
 from .prefill import prefill_attention
-from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate  # the one per-head rule (rotation/apply.py)
+from ..rotation import fold_v_rotation_into_o_proj, rotate, rotate_with_keys, unrotate  # the one per-head rule (rotation/apply.py)
 from .reference import decode_attention_torch, gather_sequence, write_kv_torch
 
 __all__ = [
@@ -217,10 +217,33 @@ def decode_attention(
     return unrotate_v(o, v_rotation) if v_rotation is not None else o
 
 
+def _check_fused_rotation(k, rotation, q, q_out) -> None:
+    """One-line refusals for ``write_kv(..., rotation=, q=, q_out=)`` before anything is written."""
+    rows, hkv, d = k.shape
+    if rotation.dtype != torch.float32 or rotation.dim() != 3 or rotation.shape[1:] != (d, d) \
+            or rotation.shape[0] not in (1, hkv) or not rotation.is_contiguous() or rotation.device != k.device:
+        raise InputError(f"rotation must be a contiguous float32 [1 or {hkv}, {d}, {d}] tensor on {k.device}, got "
+                         f"{rotation.dtype} {tuple(rotation.shape)} on {rotation.device}")
+    if (q is None) != (q_out is None):
+        raise InputError("give q and q_out together (the queries to rotate and where the rotated ones go)")
+    if q is not None:
+        if q.dim() != 3 or q.shape[0] != rows or q.shape[2] != d or q.shape[1] % hkv:
+            raise InputError(f"q must be [{rows}, a multiple of {hkv} heads, {d}], got {tuple(q.shape)}")
+        if q_out.shape != q.shape or q_out.dtype != k.dtype or not q_out.is_contiguous() or q_out.device != k.device:
+            raise InputError(f"q_out must be a contiguous {k.dtype} tensor of q's shape {tuple(q.shape)} on {k.device}")
+
+
 def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan, *, backend: str = "auto",
-             validate: bool = False) -> None:
+             validate: bool = False, rotation: torch.Tensor | None = None, q: torch.Tensor | None = None,
+             q_out: torch.Tensor | None = None) -> None:
     """Fused clip + quantize + append of new rows ``[num_rows, num_kv_heads, head_dim]`` (rotated) per ``plan``,
     including demotion of recent BF16 rows into INT2 (see ``WritePlan``).
+
+    ``rotation`` R_K ``[1 or num_kv_heads, head_dim, head_dim]`` float32: k arrives unrotated and is rotated
+    here (``rotation.rotate_with_keys``' rule: x @ R per KV head in float32, rounded to k's dtype), and the
+    step's queries ``q`` ``[num_rows, num_q_heads, head_dim]`` (when given) are rotated by their KV head's R
+    into ``q_out`` (same shape, contiguous, q's dtype). The CUDA kernel does both inside its one launch (no
+    rotation GEMM and no copies per layer and step, issue 8); the other backends rotate first, then write.
 
     "auto": the CUDA kernel for a tile16 pool on the GPU with a page-wise plan, else Triton on the GPU (either
     layout; tile16 rows by 2-bit field), else the torch reference (which handles both layouts).
@@ -231,6 +254,8 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
     """
     if validate:
         check_write_plan(pool, plan, k, v)
+    if rotation is not None:
+        _check_fused_rotation(k, rotation, q, q_out)
     be = _backend(backend, k)
     if be == "auto":
         if k.is_cuda and pool.layout == "tile16" and plan.page_dst is not None:
@@ -240,8 +265,16 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
         else:
             be = "torch"
     if be == "cuda":
-        cuda_ops.write_kv_cuda(pool, k, v, plan)
-    elif be == "triton":
+        cuda_ops.write_kv_cuda(pool, k, v, plan, rotation, q, q_out)
+        return
+    if rotation is not None:  # the reference rule, then the plain write
+        if q is None:
+            k = rotate(k.unsqueeze(2), rotation).squeeze(2)
+        else:
+            qr, kr = rotate_with_keys(q.unsqueeze(2), k.unsqueeze(2), rotation)
+            q_out.copy_(qr.squeeze(2))
+            k = kr.squeeze(2)
+    if be == "triton":
         from .triton_append import write_kv_triton
 
         write_kv_triton(pool, k, v, plan)

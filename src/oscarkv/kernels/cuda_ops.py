@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import StateError
+from ..errors import InputError, StateError
 from .paged import DecodeMeta, MixedKVPool, WritePlan, kernel_clip_index, tile16_record_offsets
 
 
@@ -120,6 +120,8 @@ class _AppendParams(ctypes.Structure):
         ("h_sblk", ctypes.c_int64), ("h_sh", ctypes.c_int64), ("h_srow", ctypes.c_int64),
         ("hkv", ctypes.c_int), ("clip_k", ctypes.c_int), ("clip_v", ctypes.c_int),
         ("do_pages", ctypes.c_int), ("do_rows", ctypes.c_int),
+        ("rot", ctypes.c_void_p), ("rot_heads", ctypes.c_int), ("q", ctypes.c_void_p), ("q_out", ctypes.c_void_p),
+        ("q_sr", ctypes.c_int64), ("q_sh", ctypes.c_int64), ("group", ctypes.c_int),
     ]
 
 
@@ -520,8 +522,16 @@ class DecodePlan:
 
 
 
-def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan) -> None:
-    """One launch (two when ``plan.fusable`` is False): hp row copies + whole-page quantization into tile16."""
+def _pairs_aligned(x: torch.Tensor) -> bool:
+    """Rows of x [R, H, D] (2-byte elements) readable as 32-bit pairs: unit last stride, even other strides."""
+    return x.stride(-1) == 1 and x.stride(0) % 2 == 0 and x.stride(1) % 2 == 0 and x.data_ptr() % 4 == 0
+
+
+def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePlan,
+                  rotation: torch.Tensor | None = None, q: torch.Tensor | None = None,
+                  q_out: torch.Tensor | None = None) -> None:
+    """One launch (two when ``plan.fusable`` is False): hp row copies + whole-page quantization into tile16.
+    ``rotation`` (checked by ``write_kv``): the new K rows are rotated in the kernel, and ``q`` into ``q_out``."""
     if pool.layout != "tile16" or plan.page_dst is None:
         raise CudaKernelUnavailable("write_kv_cuda needs a tile16 pool and a page-wise plan (MixedKVCache page "
                                     "a multiple of block_size)")
@@ -545,6 +555,18 @@ def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wri
         pool.k_hp.data_ptr(), pool.v_hp.data_ptr(), *pool.k_hp.stride()[:3],
         hkv, kernel_clip_index(pool.k_cfg, d), kernel_clip_index(pool.v_cfg, d), 1, 1,
     )
+    if rotation is not None:
+        p.rot, p.rot_heads = rotation.data_ptr(), rotation.shape[0]
+        # the rotation CTAs read rows as pairs of elements (32-bit loads): even strides, 4-byte aligned rows
+        if not _pairs_aligned(k):
+            k = k.contiguous()
+            p.k, p.k_sr, p.k_sh = k.data_ptr(), k.stride(0), k.stride(1)
+        if q is not None:
+            if q_out.dtype != pool.k_hp.dtype:  # the kernel writes q_out in the pool's dtype
+                raise InputError(f"q_out must have the pool's dtype {pool.k_hp.dtype}, got {q_out.dtype}")
+            if q.dtype != k.dtype or not _pairs_aligned(q):
+                q = q.to(k.dtype).contiguous()
+            p.q, p.q_out, p.q_sr, p.q_sh, p.group = q.data_ptr(), q_out.data_ptr(), q.stride(0), q.stride(1), q.shape[1] // hkv
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     dt = _DT[pool.k_hp.dtype]
     pdl = _pdl(dev)

@@ -110,6 +110,16 @@ struct AppendParams {
   int64_t h_sblk, h_sh, h_srow;
   int hkv, clip_k, clip_v;  // clip index k (0-based) or -1
   int do_pages, do_rows;
+  // R_K fused into the append (issue 8: no rotation GEMM, cast or copy kernels per layer and step): with rot, the
+  // new K rows arrive unrotated and are rotated (x @ R of their KV head, fp32 sums rounded to T, the rule of
+  // rotation.rotate_with_keys) before they are stored or quantized, and the queries q [R, HQ, D] (row / head
+  // strides q_sr, q_sh; HQ = hkv * group) are rotated by their KV head's R into q_out [R, HQ, D] (contiguous)
+  const float* rot;  // [rot_heads, D, D] fp32 row-major, or nullptr
+  int rot_heads;     // 1 (one R per layer) or hkv
+  const void* q;     // or nullptr
+  void* q_out;
+  int64_t q_sr, q_sh;
+  int group;  // query heads per KV head
 };
 
 namespace {
@@ -1229,6 +1239,104 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
 }
 
 constexpr int kAppendWarps = 16;  // one warp per row of a page
+constexpr int kRotCols = 64;      // columns (K rows and queries) per rotation CTA of the append (8 n-tiles)
+
+// x @ R for one row held by a warp (lane l holds elements l + 32 e), R [D, D] fp32 in global memory: the rare
+// page of the append that is quantized straight from new rows (a MixedKVCache without a recent window) when R_K
+// is fused into the append; the rotation CTAs below do every other row with tensor cores
+template <typename T, int D>
+__device__ __forceinline__ void rotate_row(float (&x)[D / 32], const float* R, int lane) {
+  constexpr int E = D / 32;
+  using M = MmaType<T>;
+  float y[E];
+#pragma unroll
+  for (int e = 0; e < E; e++) y[e] = 0.f;
+#pragma unroll
+  for (int ei = 0; ei < E; ei++)
+    for (int src = 0; src < 32; src++) {
+      const float xi = __shfl_sync(0xffffffffu, x[ei], src);
+      const float* Ri = R + (32 * ei + src) * D + lane;
+#pragma unroll
+      for (int e = 0; e < E; e++) y[e] = fmaf(xi, __ldg(Ri + 32 * e), y[e]);
+    }
+#pragma unroll
+  for (int e = 0; e < E; e++) x[e] = M::to_float(M::from_float(y[e]));
+}
+
+// The rotation CTAs of the append (R_K fused, AppendParams::rot): Y = X R for kRotCols columns of KV head h from
+// column c0 on; columns 0 .. n_rows - 1 are the new K rows (Y goes to their hp slot), then with q the group's
+// queries (row r, head h * group + j at column n_rows + r * group + j; Y goes to q_out). Tensor cores: Y^T = R^T
+// X^T, one warp per 16 output dims (m-tile) holding its rows of R^T as A fragments for the whole CTA, split into
+// T halves hi + lo (R - hi rounded again), so the fp32 sums of x hi + x lo are R's fp32 products to ~2^-16 before
+// the one rounding to T (the reference rounds an fp32 matmul once). The A loads come before the PDL wait (R is a
+// weight no kernel of the step writes).
+template <typename T, int D>
+__device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0) {
+  using M = MmaType<T>;
+  constexpr int KS = D / 16, MT = D / 16, NG = kAppendWarps / MT;  // k-steps, m-tiles, warps per m-tile
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int mt = warp % MT, grp = warp / MT;
+  const float* R = p.rot + (p.rot_heads > 1 ? h : 0) * D * D;
+  // A = R^T: A[m][k] = R[k][m], m = 16 mt + g (+ 8), k = 16 ks + 2 t (+ 1) (+ 8); register i: m + 8 (i & 1), k + 8 (i >> 1)
+  uint32_t ahi[KS][4], alo[KS][4];
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int m = 16 * mt + g + 8 * (i & 1), k = 16 * ks + 2 * t + 8 * (i >> 1);
+      const float r0 = __ldg(R + k * D + m), r1 = __ldg(R + (k + 1) * D + m);
+      const float h0 = M::to_float(M::from_float(r0)), h1 = M::to_float(M::from_float(r1));
+      ahi[ks][i] = M::pack(h0, h1);
+      alo[ks][i] = M::pack(r0 - h0, r1 - h1);
+    }
+  pdl_begin();
+  const int ncols = p.n_rows * (1 + (p.q ? p.group : 0));
+  const T* kx = reinterpret_cast<const T*>(p.k);
+  const T* qx = reinterpret_cast<const T*>(p.q);
+  for (int nt = grp; nt < kRotCols / 8; nt += NG) {
+    const int cb = c0 + 8 * nt;
+    if (cb >= ncols) break;
+    // B = X^T: lane holds column cb + g, dims 16 ks + 2 t (+ 1) and + 8 (+ 9): two 32-bit loads per k-step
+    const int c = cb + g;
+    const T* xs = nullptr;
+    if (c < p.n_rows) {
+      xs = kx + c * p.k_sr + h * p.k_sh;
+    } else if (c < ncols) {
+      const int j = c - p.n_rows;
+      xs = qx + (j / p.group) * p.q_sr + (h * p.group + j % p.group) * p.q_sh;
+    }
+    uint32_t b[KS][2];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+      b[ks][0] = xs ? *reinterpret_cast<const uint32_t*>(xs + 16 * ks + 2 * t) : 0u;
+      b[ks][1] = xs ? *reinterpret_cast<const uint32_t*>(xs + 16 * ks + 2 * t + 8) : 0u;
+    }
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+      M::mma(acc, ahi[ks], b[ks][0], b[ks][1]);
+      M::mma(acc, alo[ks], b[ks][0], b[ks][1]);
+    }
+    // C: acc[i] = Y[column cb + 2 t + (i & 1)][dim 16 mt + g + 8 (i >> 1)]
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+      const int col = cb + 2 * t + n;
+      T* dst = nullptr;
+      if (col < p.n_rows) {
+        const int64_t slot = p.hp_slots[col];
+        if (slot >= 0)
+          dst = reinterpret_cast<T*>(p.k_hp) + (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
+      } else if (col < ncols) {
+        const int j = col - p.n_rows;
+        dst = reinterpret_cast<T*>(p.q_out) + ((int64_t)(j / p.group) * p.hkv * p.group + h * p.group + j % p.group) * D;
+      }
+      if (dst) {
+        dst[16 * mt + g] = M::from_float(acc[n]);
+        dst[16 * mt + g + 8] = M::from_float(acc[2 + n]);
+      }
+    }
+  }
+}
 
 // grid (2 n_pages + row CTAs, hkv): CTA 2 pg + which quantizes the K (which = 0) or V page pg of one head
 template <typename T, int D>
@@ -1238,6 +1346,12 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   const int h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   using M = MmaType<T>;
+  const int row_ctas = p.do_rows ? (p.n_rows + kAppendWarps - 1) / kAppendWarps : 0;
+  const int rc = (int)blockIdx.x - (p.do_pages ? 2 * p.n_pages : 0);  // index past the page CTAs
+  if (p.rot && p.do_rows && rc >= row_ctas) {  // the rotation CTAs (R_K fused): after the row copies' CTAs
+    rotate_cta<T, D>(p, h, (rc - row_ctas) * kRotCols);
+    return;
+  }
   pdl_begin();
   if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages) {
     const int pg = blockIdx.x >> 1, which = blockIdx.x & 1;
@@ -1257,6 +1371,7 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
       float x[E];
 #pragma unroll
       for (int e = 0; e < E; e++) x[e] = M::to_float(xr[lane + 32 * e]);
+      if (src < 0 && which == 0 && p.rot) rotate_row<T, D>(x, p.rot + (p.rot_heads > 1 ? h : 0) * D * D, lane);
       // tile16 token order for scale / zero: K stored index 2 (r % 8) + r / 8 (order 0, 8, 1, 9, ...);
       // V stored index 4 ((r % 8) / 2) + 2 (r / 8) + r % 2 (order 0, 1, 8, 9, 2, 3, 10, 11, ...)
       const int si = which ? 4 * ((r & 7) >> 1) + 2 * (r >> 3) + (r & 1) : 2 * (r & 7) + (r >> 3);
@@ -1306,8 +1421,8 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
     return;
   }
   if (!p.do_rows) return;
-  // row copies: one warp per (row, head)
-  const int r = (blockIdx.x - (p.do_pages ? 2 * p.n_pages : 0)) * kAppendWarps + warp;
+  // row copies: one warp per (row, head) (with R_K fused only V: the rotation CTAs store the rotated K rows)
+  const int r = rc * kAppendWarps + warp;
   if (r >= p.n_rows) return;
   // the row and its slot are independent loads: both in flight at once (one memory round trip, not two)
   const T* kr = reinterpret_cast<const T*>(p.k) + r * p.k_sr + h * p.k_sh;
@@ -1321,7 +1436,10 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   T* kd = reinterpret_cast<T*>(p.k_hp) + off;
   T* vd = reinterpret_cast<T*>(p.v_hp) + off;
 #pragma unroll
-  for (int e = 0; e < E; e++) { kd[lane + 32 * e] = xk[e]; vd[lane + 32 * e] = xv[e]; }
+  for (int e = 0; e < E; e++) {
+    if (!p.rot) kd[lane + 32 * e] = xk[e];
+    vd[lane + 32 * e] = xv[e];
+  }
 }
 
 // launch with (pdl = 1) or without the programmatic-dependent-launch attribute, in clusters of cx CTAs along x
@@ -1486,7 +1604,8 @@ OSCAR_QUERY(oscar_int2_decode_max_clusters, max_clusters)
 
 extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream, int pdl) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  const int row_ctas = p->do_rows ? (p->n_rows + kAppendWarps - 1) / kAppendWarps : 0;
+  const int cols = p->n_rows * (1 + (p->q ? p->group : 0));  // rotation CTAs' columns (append_kernel)
+  const int row_ctas = p->do_rows ? (p->n_rows + kAppendWarps - 1) / kAppendWarps + (p->rot ? (cols + kRotCols - 1) / kRotCols : 0) : 0;
   const int page_ctas = p->do_pages ? 2 * p->n_pages : 0;
   if (row_ctas + page_ctas == 0) return 0;
   dim3 grid(row_ctas + page_ctas, p->hkv), block(kAppendWarps * 32);
