@@ -183,7 +183,9 @@ def test_fused_projections_equal_separate(kind):
 @needs_cc
 def test_compiled_step_with_fused_projections(config, rotations):
     """The compiled paged step on a model with fused projections == the uncompiled step without them,
-    and inductor runs one GEMM per fused group (4 per layer + lm_head instead of 7 + 1)."""
+    inductor runs one GEMM per fused group (4 per layer + lm_head instead of 7 + 1), and no rotation GEMM:
+    q and k reach the op unrotated, R_K is applied inside the append (write_kv(..., rotation=); before, one
+    bmm per layer)."""
     from torch._inductor.utils import run_and_get_code
 
     from oscarkv.integrations.transformers import fuse_projections
@@ -213,6 +215,7 @@ def test_compiled_step_with_fused_projections(config, rotations):
     assert (out[True] - out[False]).abs().max() < 1e-4
     n_mm = sum(c.count("extern_kernels.mm(") + c.count("extern_kernels.addmm(") for c in code)
     assert n_mm == 4 * config.num_hidden_layers + 1, n_mm
+    assert not any("extern_kernels.bmm(" in c for c in code)
 
 
 @needs_cc

@@ -1263,78 +1263,74 @@ __device__ __forceinline__ void rotate_row(float (&x)[D / 32], const float* R, i
   for (int e = 0; e < E; e++) x[e] = M::to_float(M::from_float(y[e]));
 }
 
-// The rotation CTAs of the append (R_K fused, AppendParams::rot): Y = X R for kRotCols columns of KV head h from
-// column c0 on; columns 0 .. n_rows - 1 are the new K rows (Y goes to their hp slot), then with q the group's
-// queries (row r, head h * group + j at column n_rows + r * group + j; Y goes to q_out). Tensor cores: Y^T = R^T
-// X^T, one warp per 16 output dims (m-tile) holding its rows of R^T as A fragments for the whole CTA, split into
-// T halves hi + lo (R - hi rounded again), so the fp32 sums of x hi + x lo are R's fp32 products to ~2^-16 before
-// the one rounding to T (the reference rounds an fp32 matmul once). The A loads come before the PDL wait (R is a
-// weight no kernel of the step writes).
+// The rotation CTAs of the append (R_K fused, AppendParams::rot): Y = X R for kRotCols rows of X ("columns" of the
+// CTA's work, from c0 on) of KV head h: X rows 0 .. n_rows - 1 are the new K rows (Y goes to their hp slot), then
+// with q the group's queries (row r, head h * group + j is X row n_rows + r * group + j; Y goes to q_out). Tensor
+// cores, m16n8k16: X rows on M (16 per m-tile), R on B, one warp per 8 output dims (n-tile) holding its columns of R
+// as B fragments for the whole CTA, split into T halves hi + lo (R - hi rounded again), so that the fp32 sums
+// x hi + x lo are R's fp32 products to ~2^-16 before the one rounding to T (the reference rounds an fp32 matmul
+// once). The R loads come before the PDL wait (a weight no kernel of the step writes).
 template <typename T, int D>
 __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0) {
   using M = MmaType<T>;
-  constexpr int KS = D / 16, MT = D / 16, NG = kAppendWarps / MT;  // k-steps, m-tiles, warps per m-tile
+  constexpr int KS = D / 16, NTO = D / 8, NG = kAppendWarps / NTO;  // k-steps, output n-tiles, warps per n-tile
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int mt = warp % MT, grp = warp / MT;
+  const int nt = warp % NTO, grp = warp / NTO;
   const float* R = p.rot + (p.rot_heads > 1 ? h : 0) * D * D;
-  // A = R^T: A[m][k] = R[k][m], m = 16 mt + g (+ 8), k = 16 ks + 2 t (+ 1) (+ 8); register i: m + 8 (i & 1), k + 8 (i >> 1)
-  uint32_t ahi[KS][4], alo[KS][4];
+  // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g]
+  uint32_t bhi[KS][2], blo[KS][2];
 #pragma unroll
   for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int m = 16 * mt + g + 8 * (i & 1), k = 16 * ks + 2 * t + 8 * (i >> 1);
-      const float r0 = __ldg(R + k * D + m), r1 = __ldg(R + (k + 1) * D + m);
+    for (int i = 0; i < 2; i++) {
+      const float* Rk = R + (16 * ks + 2 * t + 8 * i) * D + 8 * nt + g;
+      const float r0 = __ldg(Rk), r1 = __ldg(Rk + D);
       const float h0 = M::to_float(M::from_float(r0)), h1 = M::to_float(M::from_float(r1));
-      ahi[ks][i] = M::pack(h0, h1);
-      alo[ks][i] = M::pack(r0 - h0, r1 - h1);
+      bhi[ks][i] = M::pack(h0, h1);
+      blo[ks][i] = M::pack(r0 - h0, r1 - h1);
     }
   pdl_begin();
-  const int ncols = p.n_rows * (1 + (p.q ? p.group : 0));
-  const T* kx = reinterpret_cast<const T*>(p.k);
-  const T* qx = reinterpret_cast<const T*>(p.q);
-  for (int nt = grp; nt < kRotCols / 8; nt += NG) {
-    const int cb = c0 + 8 * nt;
-    if (cb >= ncols) break;
-    // B = X^T: lane holds column cb + g, dims 16 ks + 2 t (+ 1) and + 8 (+ 9): two 32-bit loads per k-step
-    const int c = cb + g;
-    const T* xs = nullptr;
-    if (c < p.n_rows) {
-      xs = kx + c * p.k_sr + h * p.k_sh;
-    } else if (c < ncols) {
-      const int j = c - p.n_rows;
-      xs = qx + (j / p.group) * p.q_sr + (h * p.group + j % p.group) * p.q_sh;
+  const int nx = p.n_rows * (1 + (p.q ? p.group : 0));  // rows of X
+  // X row x: a new K row (x < n_rows) or a query; its source and destination (nullptr: no row / no hp slot)
+  auto x_src = [&](int x) -> const T* {
+    if (x < p.n_rows) return reinterpret_cast<const T*>(p.k) + x * p.k_sr + h * p.k_sh;
+    if (x >= nx) return nullptr;
+    const int j = x - p.n_rows;
+    return reinterpret_cast<const T*>(p.q) + (j / p.group) * p.q_sr + (h * p.group + j % p.group) * p.q_sh;
+  };
+  auto x_dst = [&](int x) -> T* {
+    if (x < p.n_rows) {
+      const int64_t slot = p.hp_slots[x];
+      return slot < 0 ? nullptr
+                      : reinterpret_cast<T*>(p.k_hp) + (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
     }
-    uint32_t b[KS][2];
-#pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-      b[ks][0] = xs ? *reinterpret_cast<const uint32_t*>(xs + 16 * ks + 2 * t) : 0u;
-      b[ks][1] = xs ? *reinterpret_cast<const uint32_t*>(xs + 16 * ks + 2 * t + 8) : 0u;
-    }
+    if (x >= nx) return nullptr;
+    const int j = x - p.n_rows;
+    return reinterpret_cast<T*>(p.q_out) + ((int64_t)(j / p.group) * p.hkv * p.group + h * p.group + j % p.group) * D;
+  };
+  for (int mt = grp; mt < kRotCols / 16; mt += NG) {
+    const int xb = c0 + 16 * mt;
+    if (xb >= nx) break;
+    // A = X: a0 = X[xb + g][16 ks + 2 t (+ 1)], a1 = row + 8, a2 / a3 = dims + 8
+    const T* s0 = x_src(xb + g);
+    const T* s1 = x_src(xb + g + 8);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
-      M::mma(acc, ahi[ks], b[ks][0], b[ks][1]);
-      M::mma(acc, alo[ks], b[ks][0], b[ks][1]);
+      uint32_t a[4];
+      const int d = 16 * ks + 2 * t;
+      a[0] = s0 ? *reinterpret_cast<const uint32_t*>(s0 + d) : 0u;
+      a[1] = s1 ? *reinterpret_cast<const uint32_t*>(s1 + d) : 0u;
+      a[2] = s0 ? *reinterpret_cast<const uint32_t*>(s0 + d + 8) : 0u;
+      a[3] = s1 ? *reinterpret_cast<const uint32_t*>(s1 + d + 8) : 0u;
+      M::mma(acc, a, bhi[ks][0], bhi[ks][1]);
+      M::mma(acc, a, blo[ks][0], blo[ks][1]);
     }
-    // C: acc[i] = Y[column cb + 2 t + (i & 1)][dim 16 mt + g + 8 (i >> 1)]
-#pragma unroll
-    for (int n = 0; n < 2; n++) {
-      const int col = cb + 2 * t + n;
-      T* dst = nullptr;
-      if (col < p.n_rows) {
-        const int64_t slot = p.hp_slots[col];
-        if (slot >= 0)
-          dst = reinterpret_cast<T*>(p.k_hp) + (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
-      } else if (col < ncols) {
-        const int j = col - p.n_rows;
-        dst = reinterpret_cast<T*>(p.q_out) + ((int64_t)(j / p.group) * p.hkv * p.group + h * p.group + j % p.group) * D;
-      }
-      if (dst) {
-        dst[16 * mt + g] = M::from_float(acc[n]);
-        dst[16 * mt + g + 8] = M::from_float(acc[2 + n]);
-      }
-    }
+    // C: acc[0], acc[1] = Y[xb + g][8 nt + 2 t (+ 1)], acc[2], acc[3] = row + 8: one 32-bit store per row
+    T* d0 = x_dst(xb + g);
+    T* d1 = x_dst(xb + g + 8);
+    if (d0) *reinterpret_cast<uint32_t*>(d0 + 8 * nt + 2 * t) = M::pack(acc[0], acc[1]);
+    if (d1) *reinterpret_cast<uint32_t*>(d1 + 8 * nt + 2 * t) = M::pack(acc[2], acc[3]);
   }
 }
 
