@@ -20,7 +20,11 @@ Protocol of one forward (``T`` new tokens per row, all layers):
       INT2 history is read as codes by the kernel, never dequantized to the model dtype;
     - prefill / a chunk: attention over [cached past | chunk] with ``prefill_attention`` (plain causal
       SDPA when there is no past), then ``write_kv`` of the chunk.
-  q is rotated by R_K; the output is rotated back by R_V^T unless R_V^T was folded into o_proj.
+  q is rotated by R_K; the output is rotated back by R_V^T unless R_V^T was folded into o_proj. On a decode
+  step whose queries' transform is R_K itself (no key rescale), q and k reach the append unrotated and
+  ``write_kv(..., rotation=R_K, q=, q_out=)`` rotates both (inside the CUDA append kernel's launch, on tensor
+  cores; the other backends rotate first): the step has no rotation GEMM, cast or copy kernels per layer
+  (issue 8: they cost ~13 us per layer of the 8B's 128K step, BENCHMARKS.md).
 
 Left padding: each row stores only its own tokens (the pools have no padding slots), so the kernels'
 per-sequence window rule applies to each row in its own positions, like the reference layer's.
