@@ -1,9 +1,13 @@
 #!/bin/bash
 # Twenty-second session, branch fused-rotation-mma: R_K applied inside the CUDA append on tensor cores (rotation
 # CTAs, R^T as hi + lo halves), so the paged decode step has no rotation GEMM, cast or copy kernels per layer.
-# One GPU, < 10 min, carry [".whl", ".kcache"] (this branch's library prebuilt). Run as
+# One GPU, < 10 min, carry [".whl", ".kcache", "bench/alt_int2_paged_main.cu"] (this branch's library and main's
+# prebuilt; the .cu is main's kernel source, git-ignored). Run as
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s22b.sh
-# 1. the append / fused-rotation GPU tests; 2. the append alone with R_K fused vs rotate_with_keys + plain append;
+# 1. the kernel GPU suite (the fused-rotation append test among them; the decode kernel's padded epilogue rows);
+# 2. the decode kernel against main's in the same call, alternating (variants 4 and 10 at 128K / 32K, batch 1 / 32:
+# the branch's paired loop is 124 SASS instructions per tile against 130, its epilogue stores conflict-free);
+# the append alone with R_K fused vs rotate_with_keys + plain append;
 # 3. issue 8's Qwen3-8B 128K step ablation (replay ms: full, no append, no decode; the bound); 4. the paged-cache
 # GPU tests (generate through the fused path against the references).
 set -u
@@ -11,9 +15,18 @@ T="$(date +%Y-%m-%d)_s22b"
 source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s22
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py -k "rotation or append" \
-  > "$OUT/${T}_rot_tests.log" 2>&1
-t "rotation / append tests rc=$?"; grep -E "^E  |FAILED|passed|failed|rror" "$OUT/${T}_rot_tests.log" | tail -8 | cut -c1-300
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_kernel_tests.log" 2>&1
+t "kernel tests rc=$?"; grep -E "^E  |FAILED|passed|failed|rror" "$OUT/${T}_kernel_tests.log" | tail -8 | cut -c1-300
+SW=(--pdl 1 --early-reads 1 --contexts= --no-flashinfer --no-triton --no-append --sweep --sweep-variants 4,10
+  --sweep-scales 1.0 --sweep-points 131072x1,32768x1,131072x32,32768x32)
+for r in 1 2; do
+  for which in branch main; do
+    ALT=""; [ $which = main ] && ALT=bench/alt_int2_paged_main.cu
+    OSCARKV_KERNEL_SRC=$ALT timeout 45 python3 bench/bench_decode.py "${SW[@]}" --out "$OUT/${T}_sweep_${which}$r.json" \
+      > "$OUT/${T}_sweep_${which}$r.log" 2>&1
+    t "sweep $which $r rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_sweep_${which}$r.log" | cut -c1-120
+  done
+done
 timeout 60 python3 bench/bench_decode.py --pdl 1 --contexts "" --no-flashinfer --no-triton --append-batches 1,32,256 \
   --append-rotation fused,gemm --out "$OUT/${T}_append.json" > "$OUT/${T}_append.log" 2>&1
 t "append rc=$?"; grep -E "^append|rror" "$OUT/${T}_append.log" | cut -c1-200

@@ -302,6 +302,18 @@ __device__ __forceinline__ void pdl_begin() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+// the two halves of pdl_begin for a CTA that reads data no kernel of the step writes first: the next kernel may
+// be scheduled at once (pdl_trigger), the wait for the previous one comes after those reads (pdl_wait)
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // Thread-block clusters (sm_90): all threads of all CTAs of the cluster meet here; release / acquire make each
 // CTA's shared-memory writes before the barrier visible to the others' distributed-shared-memory reads after it.
@@ -615,6 +627,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int lastt = ntile - 1;
     const int partial_k =
         (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % step == 0) ? (lastt - first) / step : -1;
+    // PAIR: the first pair (k, k + 1) that holds the partial tile or runs past the warp's last tile. The partial
+    // tile, when this warp has it, is its last (nmine - 1: the sequence's last tile has the highest index), so a
+    // pair is short exactly when k >= k_short (one compare per pair instead of three)
+    const int k_short = partial_k >= 0 ? nmine - 2 : nmine - 1;
     // The pool is one record per (block, KV head): K codes (4D bytes) | V codes (4D) | k_scale | k_zero |
     // v_scale | v_zero (32 B each), the ring slot's order (MixedKVPool.allocate; cuda_ops checks it). So a
     // tile's three 16-byte cp.async per lane share one address (one IMAD.WIDE per tile) with immediate
@@ -734,7 +750,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
       uint32_t vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
       // a partial tile (PAIR: or a pair whose tile b is partial or past the warp's last tile)
-      const bool short_ = PAIR ? (k == partial_k || k + 1 == partial_k || k + 1 >= nmine) : k == partial_k;
+      const bool short_ = PAIR ? k >= k_short : k == partial_k;
       if (__any_sync(0xffffffffu, short_ || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
         // slow path (warp-uniform): exact logits, mask of the partial tile, new running max, rescale, and
         // fold the V offset into acc
@@ -831,21 +847,24 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         vout(std::false_type{}, x.vw[NT - 1], b0 & ~keep_a, b1 & ~keep_a);
       });
     };
-    // block ids: lanes hold the ids of issue indices [kc, kc + 32) (ta) and [kc + 32, kc + 64) (tb)
-    int ta = tbl(lane), tb = tbl(32 + lane);
+    // block ids: tf = the first ring fill's (tiles 0 .. 31, lane k: tile k); in the loop's window [kc, kc + 32) lane
+    // j of tn holds the id of tile kc + STAGES + j (the refill issued while tile kc + j is read), tn2 the next
+    // window's (loaded a window ahead), so every refill id is one shuffle of one register at a static offset
+    const int tf = tbl(lane);
+    int tn = tbl(STAGES + lane), tn2 = tbl(32 + STAGES + lane);
     // early: the first STAGES tiles go out before the PDL wait unless one of them is the sequence's newest
     // (the page the previous kernel, the step's append, may have just demoted)
     const bool pre = p.early && first + (min(STAGES, nmine) - 1) * step < ntile - 1;
     if (pre) {
 #pragma unroll
-      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
     if (p.early) pdl_begin();
     prep_q();
-    if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(ta + tb), 0) != 0x7fffffffu) return;
+    if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(tf + tn), 0) != 0x7fffffffu) return;
     if (!pre) {
 #pragma unroll
-      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, ta, k), ring_s + k * TB);
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
     // once per kFlushTiles tiles (outside the tile body, so that the steady-state tile pays no test for it) fold
     // the V offsets (sp) and the zero-point sum sum p z (lz row 1, lanes 4 + t) into acc: sum c p' (c >= 0) and
@@ -874,34 +893,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
         const int e2 = min(kc + 32, nmine);
-        if constexpr (PAIR) {  // (the probes are the single-tile loop's)
-          for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
-            const int ke = min(k0 + kFlushTiles, e2);
-            for (int k = k0; k < ke; k += 2) {
-              const int j = k - kc + STAGES;
-              body_pair(k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31),
-                        __shfl_sync(0xffffffffu, j + 1 < 32 ? ta : tb, (j + 1) & 31));
-            }
-            flush();
+        for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
+          const int ke = min(k0 + kFlushTiles, e2);
+          if constexpr (PAIR) {  // (the probes are the single-tile loop's)
+            for (int k = k0; k < ke; k += 2)  // (k - kc even: k - kc + 1 <= 31)
+              body_pair(k, __shfl_sync(0xffffffffu, tn, k - kc), __shfl_sync(0xffffffffu, tn, k - kc + 1));
+          } else {
+            for (int k = k0; k < ke; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tn, k - kc));
           }
-        } else if constexpr (kFlushTiles == 32) {  // one fold per block-id window: two loops, no per-tile select
-          const int e1 = min(kc + 32 - STAGES, nmine);
-          int k = kc;
-          for (; k < e1; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, ta, k - kc + STAGES));
-          for (; k < e2; k++) body(probe_tag, k, __shfl_sync(0xffffffffu, tb, k - kc + STAGES - 32));
           flush();
-        } else {
-          for (int k0 = kc; k0 < e2; k0 += kFlushTiles) {
-            const int ke = min(k0 + kFlushTiles, e2);
-            for (int k = k0; k < ke; k++) {
-              const int j = k - kc + STAGES;  // the tile STAGES ahead: issue index j of [kc, kc + 64) (ta: < 32)
-              body(probe_tag, k, __shfl_sync(0xffffffffu, j < 32 ? ta : tb, j & 31));
-            }
-            flush();
-          }
         }
-        ta = tb;
-        tb = tbl(kc + 64 + lane);
+        tn = tn2;
+        tn2 = tbl(kc + 64 + STAGES + lane);
       }
     };
     // probe 8: the loads of probe 1 (same tiles, addresses and order) as plain 16-byte loads into registers,
@@ -980,7 +983,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 
   if (p.probe == 5 && __shfl_sync(0xffffffffu, __float_as_uint(fin[0][0] + fl[0]), 0) != 0x7fffffffu) return;
   __syncthreads();  // all warps are done with the ring before it becomes sm_o
-  float (*sm_o)[8][D] = reinterpret_cast<float (*)[8][D]>(smem_raw);
+  // rows of D + 4 floats: lane (g, t) writes column 2t (+1), dim 16 mt + g (+8), so with rows of D floats the four
+  // lanes of one g hit one bank (4-way conflicts on each of the 32 stores); the pad puts them 8 banks apart
+  constexpr int DP = D + 4;
+  static_assert(STAGES * (8 * D + 128) >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
+  float (*sm_o)[8][DP] = reinterpret_cast<float (*)[8][DP]>(smem_raw);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
   __shared__ int sm_last;
 #pragma unroll
@@ -1269,7 +1276,8 @@ __device__ __forceinline__ void rotate_row(float (&x)[D / 32], const float* R, i
 // cores, m16n8k16: X rows on M (16 per m-tile), R on B, one warp per 8 output dims (n-tile) holding its columns of R
 // as B fragments for the whole CTA, split into T halves hi + lo (R - hi rounded again), so that the fp32 sums
 // x hi + x lo are R's fp32 products to ~2^-16 before the one rounding to T (the reference rounds an fp32 matmul
-// once). The R loads come before the PDL wait (a weight no kernel of the step writes).
+// once). The R loads come before the PDL wait (a weight no kernel of the step writes), the trigger of the next
+// kernel before them.
 template <typename T, int D>
 __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0) {
   using M = MmaType<T>;
@@ -1277,6 +1285,7 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt = warp % NTO, grp = warp / NTO;
   const float* R = p.rot + (p.rot_heads > 1 ? h : 0) * D * D;
+  pdl_trigger();  // the decode kernel may be scheduled now (it waits for this whole grid before reading q)
   // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g]
   uint32_t bhi[KS][2], blo[KS][2];
 #pragma unroll
@@ -1289,7 +1298,7 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
       bhi[ks][i] = M::pack(h0, h1);
       blo[ks][i] = M::pack(r0 - h0, r1 - h1);
     }
-  pdl_begin();
+  pdl_wait();
   const int nx = p.n_rows * (1 + (p.q ? p.group : 0));  // rows of X
   // X row x: a new K row (x < n_rows) or a query; its source and destination (nullptr: no row / no hp slot)
   auto x_src = [&](int x) -> const T* {
