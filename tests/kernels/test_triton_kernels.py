@@ -17,6 +17,7 @@ from helpers import build, rel_err
 from oscarkv.kernels import (
     MixedKVCache,
     MixedKVPool,
+    TritonDecodeConfig,
     decode_attention,
     fold_v_rotation_into_o_proj,
     gather_sequence,
@@ -103,10 +104,10 @@ def test_decode_steps_with_demotion_match_reference(device):
 DECODE_CASES = [
     # d, G (query heads per KV head), lens, group, kernel tuning
     (64, 1, [1, 9, 24, 25], None, {}),                      # shorter than sink / windows only / first INT2 token
-    (64, 4, [3, 77, 140], 16, dict(block_n=16, n_q_splits=3)),  # many blocks, uneven splits, 4 groups
+    (64, 4, [3, 77, 140], 16, dict(block_n=16, n_int2_splits=3)),  # many blocks, uneven splits, 4 groups
     (64, 8, [131], None, dict(block_n=32, block_n_hp=16, prefetch=False)),
     (128, 4, [50, 201], None, dict(block_n=16)),
-    (128, 8, [97, 24, 160], 64, dict(block_n=16, n_q_splits=5, n_hp_splits=2)),
+    (128, 8, [97, 24, 160], 64, dict(block_n=16, n_int2_splits=5, n_hp_splits=2)),
     (128, 1, [63], 32, {}),
 ]
 
@@ -118,10 +119,11 @@ def test_decode_matches_reference(d, G, lens, group, tuning, device):
     g = torch.Generator().manual_seed(7)
     q = (torch.randn(len(lens), 2 * G, d, generator=g) * 2).to(device)
     ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64)
-    out32 = decode_attention(q, pool, meta, backend="triton", **tuning)
+    cfg = TritonDecodeConfig(**tuning)  # the typed launch knobs of the Triton kernel
+    out32 = decode_attention(q, pool, meta, backend="triton", config=cfg)
     assert out32.dtype == torch.float32 and not out32.isnan().any()
     assert rel_err(out32, ref) < (1e-5 if device.type == "cpu" else 5e-3)  # GPU: tf32 q, fp16 p*s
-    out16 = decode_attention(q.bfloat16(), pool, meta, backend="triton", **tuning)
+    out16 = decode_attention(q.bfloat16(), pool, meta, backend="triton", config=cfg)
     ref16 = decode_attention_torch(q.bfloat16(), pool, meta, compute_dtype=torch.float64)
     assert out16.dtype == torch.bfloat16 and rel_err(out16, ref16) < 6e-3
 
@@ -174,7 +176,7 @@ def test_bf16_only_path_is_a_paged_bf16_decode(device):
     meta = cache.metadata([0, 1], device=device)
     assert meta.max_int2_len == 0
     q = torch.randn(2, 8, d).to(device)
-    out = decode_attention(q, pool, meta, backend="triton", block_n_hp=16)
+    out = decode_attention(q, pool, meta, backend="triton", config=TritonDecodeConfig(block_n_hp=16))
     ref = torch.stack([attend(q[i : i + 1].double(), kk.double(), vv.double(), d**-0.5)[0]
                        for i, (kk, vv) in enumerate([(k[:150], v[:150]), (k[150:], v[150:])])])
     assert rel_err(out, ref) < (1e-5 if device.type == "cpu" else 5e-3)

@@ -168,23 +168,23 @@ class PagedState:
         self.capacity = cap
         s, w, bs = self.method.sink, self.method.recent, BLOCK_SIZE
         page = bs  # MixedKVCache's default page: whole blocks leave the recent window together (TEAM decision 1)
-        per_q = -(-max(0, cap - s - w) // bs) + 1
+        per_i2 = -(-max(0, cap - s - w) // bs) + 1
         # the hp tier holds the sink and a ring of W (page 1) or W + B slots (page-wise demotion)
         self.max_hp_len = min(cap, s + w + (page - 1 if page > 1 else 0))
         per_hp = -(-min(cap, s + w + (page if page > 1 else 0)) // bs) + 1
-        self.mgr = MixedKVCache(batch * per_q + 1, batch * per_hp + 1, block_size=bs, sink=s, recent=w)
+        self.mgr = MixedKVCache(batch * per_i2 + 1, batch * per_hp + 1, block_size=bs, sink=s, recent=w)
         self.page = self.mgr.page
         for r in range(batch):
             self.mgr.add(r)
         self._layout_asked = self.layout  # what reset() returns to
         layout = self.layout if self.layout != "auto" else self._auto_layout(device)
         self.pools = [
-            MixedKVPool.allocate(batch * per_q + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
+            MixedKVPool.allocate(batch * per_i2 + 1, batch * per_hp + 1, bs, self.num_kv_heads, self.head_dim,
                                  p.k_cfg, p.v_cfg, dtype=dtype, device=device, layout=layout)
             for p in self.plans
         ]
         self.layout = layout
-        self.max_q_blocks, self.max_hp_blocks = per_q, per_hp
+        self.max_int2_blocks, self.max_hp_blocks = per_i2, per_hp
         self.batch, self.device = batch, device
 
     def _auto_layout(self, device) -> str:
@@ -260,13 +260,13 @@ class PagedState:
             raise UnsupportedError(f"the paged OscarCache copies a row only onto a row of the same length and "
                                    f"padding (the beams of one prompt); row {r} ({lens[r]} tokens) cannot take "
                                    f"row {src[r]} ({lens[src[r]]} tokens)")
-        dst_hp, src_hp, dst_q, src_q = [], [], [], []
+        dst_hp, src_hp, dst_i2, src_i2 = [], [], [], []
         for r, x in enumerate(src):
             if r != x:
-                (hr, qr), (hx, qx) = self.mgr.blocks(r), self.mgr.blocks(x)
-                dst_hp, src_hp, dst_q, src_q = dst_hp + hr, src_hp + hx, dst_q + qr, src_q + qx
+                (hr, ir), (hx, ix) = self.mgr.blocks(r), self.mgr.blocks(x)
+                dst_hp, src_hp, dst_i2, src_i2 = dst_hp + hr, src_hp + hx, dst_i2 + ir, src_i2 + ix
         pool = self.pools[idx]
-        for names, dst, from_ in ((TILE16_RECORD_FIELDS, dst_q, src_q), (("k_hp", "v_hp"), dst_hp, src_hp)):
+        for names, dst, from_ in ((TILE16_RECORD_FIELDS, dst_i2, src_i2), (("k_hp", "v_hp"), dst_hp, src_hp)):
             if dst:
                 d = torch.tensor(dst, device=self.device)
                 f = torch.tensor(from_, device=self.device)
@@ -348,7 +348,7 @@ class PagedState:
         b, dev = self.batch, self.device
         z = lambda *s: torch.zeros(*s, dtype=torch.int32, device=dev)  # noqa: E731
         s, w = self.method.sink, self.method.recent
-        self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_q_blocks), z(b),
+        self.static_meta = DecodeMeta(z(b, self.max_hp_blocks), z(b), z(b, self.max_int2_blocks), z(b),
                                       self.max_hp_len, max(0, self.capacity - s - w))
         # a step demotes 0 or one page per row: demotion lists padded with -1 (= nothing) to b * page.
         # The four lists are views of one buffer, so a step needs one host-to-device copy for them.

@@ -123,18 +123,6 @@ class TritonDecodeConfig:
     n_int2_splits: int | None = None
 
 
-def _legacy_triton_config(tuning: dict) -> TritonDecodeConfig:
-    # Old callers passed launcher knobs as **tuning (and n_q_splits, kernel="mma"); keep them working.
-    t = dict(tuning)
-    kernel = t.pop("kernel", "mma")
-    if kernel not in ("mma", "auto"):
-        raise InputError(f"kernel={kernel!r}: the CUDA-core 'fma' variant was removed (slower everywhere, "
-                         "BENCHMARKS.md); use the default")
-    if "n_q_splits" in t:
-        t["n_int2_splits"] = t.pop("n_q_splits")
-    return TritonDecodeConfig(**t)
-
-
 def decode_attention(
     q: torch.Tensor,
     pool: MixedKVPool,
@@ -148,7 +136,6 @@ def decode_attention(
     plan: DecodePlan | None = None,
     out: torch.Tensor | None = None,
     validate: bool = False,
-    **legacy_tuning,
 ) -> torch.Tensor:
     """Single-token decode attention over sink + INT2 history + recent.
 
@@ -160,8 +147,7 @@ def decode_attention(
     shape is supported, else Triton on CUDA tensors, else the torch reference. "cuda" / "triton" /
     "torch" force one. ``plan`` (a ``DecodePlan`` made once per decode step and shared by all layers)
     avoids per-call host work and allocation for the CUDA kernel; without it one is made per call.
-    ``config`` is the chosen kernel's typed config. ``legacy_tuning`` (old ``**tuning`` keywords) builds a
-    ``TritonDecodeConfig`` for old callers.
+    ``config`` is the chosen kernel's typed config (``CudaDecodeConfig`` / ``TritonDecodeConfig``).
 
     Precision: the CUDA kernel scores the INT2 history with q rounded to int8 per head (step absmax / 127,
     ``reference.int8_query``; an output error of ~1% of the attention output, a few percent of what the
@@ -179,11 +165,6 @@ def decode_attention(
     if k_rotation is not None:
         q = rotate_q(q, k_rotation)
     be = _backend(backend, q)
-    if legacy_tuning:
-        if config is not None:
-            raise InputError("pass either config= or legacy keyword tuning, not both")
-        config = _legacy_triton_config(legacy_tuning)
-        be = "triton" if be == "auto" else be
     if be == "auto":
         if plan is not None or (q.is_cuda and pool.layout == "tile16" and cuda_ops.unsupported_reason(q, pool) is None):
             be = "cuda"
@@ -206,9 +187,7 @@ def decode_attention(
         from .triton_decode import decode_attention_triton
 
         cfg = config if isinstance(config, TritonDecodeConfig) else TritonDecodeConfig()
-        c = dict(cfg.__dict__)
-        c["n_q_splits"] = c.pop("n_int2_splits")
-        o = decode_attention_triton(q.contiguous(), pool, meta, sm_scale, out=out, **c)
+        o = decode_attention_triton(q.contiguous(), pool, meta, sm_scale, out=out, **cfg.__dict__)
     else:
         o = decode_attention_torch(q, pool, meta, sm_scale).to(q.dtype)
         if out is not None:

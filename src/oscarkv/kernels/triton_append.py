@@ -88,7 +88,7 @@ def _store_int2(x, slot, h, C, S, Z, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FIELD, 
 @triton.jit
 def write_kv_kernel(
     K, V, s_kr, s_kh, s_vr, s_vh,  # new rows [rows, Hkv, D]
-    HP_SLOT, Q_SLOT, DEM_SRC, DEM_DST,  # [rows] int64, -1 = none
+    HP_SLOT, I2_SLOT, DEM_SRC, DEM_DST,  # [rows] int64, -1 = none
     KC, KS, KZ, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,  # int2 pools
     KH, VH, s_hn, s_hh, s_hb,  # hp pools
     FK, FV, SPK, SPV,  # tile16: field of each (token, dim), stored index of each token's scale / zero
@@ -121,11 +121,11 @@ def write_kv_kernel(
             hoff = (hs // BS) * s_hn + h * s_hh + (hs % BS) * s_hb
             tl.store(KH + hoff + tile, kx.to(KH.dtype.element_ty))
             tl.store(VH + hoff + tile, vx.to(VH.dtype.element_ty))
-        qs = tl.load(Q_SLOT + r)
-        if qs >= 0:
-            _store_int2(kx.to(tl.float32), qs, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FK, SPK, CLIP_K, D,
+        i2s = tl.load(I2_SLOT + r)
+        if i2s >= 0:
+            _store_int2(kx.to(tl.float32), i2s, h, KC, KS, KZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FK, SPK, CLIP_K, D,
                         D4, NG, BS, TILE16)
-            _store_int2(vx.to(tl.float32), qs, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FV, SPV, CLIP_V, D,
+            _store_int2(vx.to(tl.float32), i2s, h, VC, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, FV, SPV, CLIP_V, D,
                         D4, NG, BS, TILE16)
 
 

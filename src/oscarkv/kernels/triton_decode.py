@@ -262,11 +262,11 @@ def decode_stage1_kernel(
     Q, s_qb, s_qh,
     KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
     KH, VH, s_hn, s_hh, s_hb,
-    HP_BT, s_hbt, HP_LEN, Q_BT, s_qbt, Q_LEN,
+    HP_BT, s_hbt, HP_LEN, I2_BT, s_i2bt, I2_LEN,
     O, LSE, s_ob, s_oh, s_os,
-    n_hp_splits, n_q_splits, scale_log2,
+    n_hp_splits, n_int2_splits, scale_log2,
     HKV: tl.constexpr, G: tl.constexpr, BH: tl.constexpr, D: tl.constexpr, NG: tl.constexpr,
-    BS: tl.constexpr, BN_HP: tl.constexpr, BN_Q: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr,
+    BS: tl.constexpr, BN_HP: tl.constexpr, BN_I2: tl.constexpr, QK_DT: tl.constexpr, PV_DT: tl.constexpr,
     ASM: tl.constexpr, HP_DT: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -278,8 +278,8 @@ def decode_stage1_kernel(
                   b, kvh, sp, sp, n_hp_splits, scale_log2, G, BH, D, BS, BN_HP, HP_DT, HP_DT)
     else:
         _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
-                    Q_BT, s_qbt, Q_LEN, O, LSE, s_ob, s_oh, s_os,
-                    b, kvh, sp - n_hp_splits, sp, n_q_splits, scale_log2, G, BH, D, NG, BS, BN_Q, QK_DT, PV_DT, ASM, PREFETCH)
+                    I2_BT, s_i2bt, I2_LEN, O, LSE, s_ob, s_oh, s_os,
+                    b, kvh, sp - n_hp_splits, sp, n_int2_splits, scale_log2, G, BH, D, NG, BS, BN_I2, QK_DT, PV_DT, ASM, PREFETCH)
 
 
 @triton.jit
@@ -333,21 +333,21 @@ def choose_splits(max_len: int, batch_heads: int, block_n: int, sms: int, min_to
 
 
 def plan_launch(q, pool, meta, block_n_hp, block_n, min_split_tokens, hp_ctas_per_sm, ctas_per_sm,
-                n_hp_splits, n_q_splits, workspace, out):
+                n_hp_splits, n_int2_splits, workspace, out):
     """Host side shared by the decode launchers: split counts per tier (from host-side maxima in
     ``meta.max_hp_len`` / ``meta.max_int2_len`` when set, else one device sync), the partial-output
-    workspace and the output tensor. Returns (n_hp_splits, n_q_splits, o_part, lse_part, out)."""
+    workspace and the output tensor. Returns (n_hp_splits, n_int2_splits, o_part, lse_part, out)."""
     B, HQ, D = q.shape
     HKV = pool.num_kv_heads
     assert HQ % HKV == 0 and D == pool.head_dim and q.stride(-1) == 1
     sms = num_sms(q.device)
     max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
-    max_q = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
+    max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
     if n_hp_splits is None:
         n_hp_splits = choose_splits(max_hp, B * HKV, block_n_hp, sms, 64, hp_ctas_per_sm)
-    if n_q_splits is None:
-        n_q_splits = choose_splits(max_q, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
-    ns = max(1, n_hp_splits + n_q_splits)
+    if n_int2_splits is None:
+        n_int2_splits = choose_splits(max_i2, B * HKV, block_n, sms, min_split_tokens, ctas_per_sm)
+    ns = max(1, n_hp_splits + n_int2_splits)
     if workspace is None:
         o_part = torch.empty(B, HQ, ns, D, dtype=torch.float32, device=q.device)
         lse_part = torch.empty(B, HQ, ns, dtype=torch.float32, device=q.device)
@@ -358,14 +358,14 @@ def plan_launch(q, pool, meta, block_n_hp, block_n, min_split_tokens, hp_ctas_pe
     assert o_part.is_contiguous() and lse_part.is_contiguous() and o_part.shape[2] == lse_part.shape[2]
     if out is None:
         out = torch.empty_like(q)
-    return n_hp_splits, n_q_splits, o_part, lse_part, out
+    return n_hp_splits, n_int2_splits, o_part, lse_part, out
 
 
 def decode_attention_triton(
     q, pool, meta, sm_scale: float, *, out=None, block_n: int = 128, block_n_hp: int = 64,
     num_warps: int = 4, num_stages: int = 3, min_split_tokens: int = 256, ctas_per_sm: int = 2,
     asm_unpack: bool = True, prefetch: bool = True,
-    n_hp_splits: int | None = None, n_q_splits: int | None = None, workspace=None,
+    n_hp_splits: int | None = None, n_int2_splits: int | None = None, workspace=None,
 ):
     """q ``[batch, num_q_heads, head_dim]`` (rotated) -> ``[batch, num_q_heads, head_dim]`` in q's dtype.
 
@@ -379,9 +379,9 @@ def decode_attention_triton(
                          f"run over head_dim / 4 codes, Triton's minimum is 16), got {D}; use backend='torch'")
     HKV = pool.num_kv_heads
     G = HQ // HKV
-    n_hp_splits, n_q_splits, o_part, lse_part, out = plan_launch(
+    n_hp_splits, n_int2_splits, o_part, lse_part, out = plan_launch(
         q, pool, meta, block_n_hp, block_n, min_split_tokens, ctas_per_sm, ctas_per_sm,
-        n_hp_splits, n_q_splits, workspace, out)
+        n_hp_splits, n_int2_splits, workspace, out)
     interp = _interpreting()
     asm = asm_unpack and not interp
     # interpreter: bf16 tl.dot is wrong (triton 3.9), so everything is fp32 there. With the asm unpack the
@@ -389,8 +389,8 @@ def decode_attention_triton(
     qk_dt = tl.float32 if interp else (tl.float16 if asm else _TORCH2TL[q.dtype])
     pv_dt = tl.float32 if interp else tl.float16  # p * s in [0, |s|]: fp16 keeps 3 more mantissa bits than bf16
     hp_dt = tl.float32 if interp else _TORCH2TL[q.dtype]  # hp tier: q, K, V and p all in the model dtype
-    if n_hp_splits + n_q_splits > 0:
-        decode_stage1_kernel[(B * HKV, n_hp_splits + n_q_splits)](
+    if n_hp_splits + n_int2_splits > 0:
+        decode_stage1_kernel[(B * HKV, n_hp_splits + n_int2_splits)](
             q, q.stride(0), q.stride(1),
             pool.k_codes, pool.v_codes, pool.k_scale, pool.k_zero, pool.v_scale, pool.v_zero,
             *pool.k_codes.stride()[:3], *pool.k_scale.stride()[:3],
@@ -398,14 +398,14 @@ def decode_attention_triton(
             meta.hp_block_tables, meta.hp_block_tables.stride(0), meta.hp_lens,
             meta.int2_block_tables, meta.int2_block_tables.stride(0), meta.int2_lens,
             o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
-            n_hp_splits, n_q_splits, sm_scale * 1.4426950408889634,
+            n_hp_splits, n_int2_splits, sm_scale * 1.4426950408889634,
             HKV=HKV, G=G, BH=max(16, triton.next_power_of_2(G)), D=D, NG=pool.num_groups, BS=pool.block_size,
-            BN_HP=block_n_hp, BN_Q=block_n, QK_DT=qk_dt, PV_DT=pv_dt, ASM=asm, HP_DT=hp_dt, PREFETCH=prefetch, num_warps=num_warps, num_stages=num_stages,
+            BN_HP=block_n_hp, BN_I2=block_n, QK_DT=qk_dt, PV_DT=pv_dt, ASM=asm, HP_DT=hp_dt, PREFETCH=prefetch, num_warps=num_warps, num_stages=num_stages,
         )
     else:  # nothing cached anywhere: the merge then writes zeros
         lse_part.fill_(float("-inf"))
         o_part.zero_()
-    nsplit = n_hp_splits + n_q_splits if n_hp_splits + n_q_splits > 0 else 1
+    nsplit = n_hp_splits + n_int2_splits if n_hp_splits + n_int2_splits > 0 else 1
     decode_merge_kernel[(B * HQ,)](
         o_part, lse_part, o_part.stride(0), o_part.stride(1), o_part.stride(2),
         out, out.stride(0), out.stride(1), nsplit, HQ=HQ, D=D, BSPLIT=32, num_warps=4,

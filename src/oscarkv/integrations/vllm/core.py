@@ -358,7 +358,7 @@ def _add_decode_meta(plan: StepPlan, mgr: ShadowManager, bt, windows, S, bs, dev
     rows = [i for i in range(plan.num_reqs) if plan.query_start_loc[i + 1] - plan.query_start_loc[i] == 1]
     if not rows:
         return
-    hp_tabs, hp_lens, q_tabs, q_lens = [], [], [], []
+    hp_tabs, hp_lens, i2_tabs, i2_lens = [], [], [], []
     for i in rows:
         s_len, rec0, n, i2 = windows[i]
         sink_blocks = list(range(-(-s_len // bs)))
@@ -366,17 +366,17 @@ def _add_decode_meta(plan: StepPlan, mgr: ShadowManager, bt, windows, S, bs, dev
         hp_ids = mgr.lookup(bt[i, sink_blocks + rec_blocks]) if (sink_blocks or rec_blocks) else torch.zeros(0, dtype=torch.long)
         hp_tabs.append(hp_ids)
         hp_lens.append(s_len + (n - rec0 if n > S else 0))
-        q_tabs.append(bt[i, S // bs : S // bs + i2 // bs])
-        q_lens.append(i2)
+        i2_tabs.append(bt[i, S // bs : S // bs + i2 // bs])
+        i2_lens.append(i2)
     mh = max([len(t) for t in hp_tabs] + [1])
-    mq = max([len(t) for t in q_tabs] + [1])
+    mi = max([len(t) for t in i2_tabs] + [1])
     hpt = torch.zeros(len(rows), mh, dtype=torch.int32)
-    qt = torch.zeros(len(rows), mq, dtype=torch.int32)
-    for r, (a, b) in enumerate(zip(hp_tabs, q_tabs)):
+    i2t = torch.zeros(len(rows), mi, dtype=torch.int32)
+    for r, (a, b) in enumerate(zip(hp_tabs, i2_tabs)):
         hpt[r, : len(a)] = a.int()
-        qt[r, : len(b)] = b.int()
-    meta = DecodeMeta(hpt, torch.tensor(hp_lens, dtype=torch.int32), qt, torch.tensor(q_lens, dtype=torch.int32),
-                      max(hp_lens), max(q_lens))
+        i2t[r, : len(b)] = b.int()
+    meta = DecodeMeta(hpt, torch.tensor(hp_lens, dtype=torch.int32), i2t, torch.tensor(i2_lens, dtype=torch.int32),
+                      max(hp_lens), max(i2_lens))
     plan.decode_rows = torch.tensor(rows, dtype=torch.long)
     plan.decode_meta = meta.to(dev)
 
