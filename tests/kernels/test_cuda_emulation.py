@@ -99,24 +99,34 @@ def offsets(sp, t, signed=True):
     return per_register
 
 
-def a_matrix(a0, a1, a2, a3):
-    """A fragments (per lane uint32) -> 16 x 16 float64 matrix (PTX m16n8k16 .f16 A layout)."""
+def a_of(regs):
+    """A fragments as per-lane (low, high) value pairs of its 4 registers -> 16 x 16 float64 matrix (PTX
+    m16n8k16 A layout: register i holds row g + 8 (i & 1), columns 2t + 8 (i >> 1) and the next)."""
     A = torch.zeros(16, 16, dtype=torch.float64)
-    for reg, (roff, coff) in zip((a0, a1, a2, a3), ((0, 0), (8, 0), (0, 8), (8, 8))):
-        lo, hi = halves(reg)
-        A[G_OF + roff, 2 * T_OF + coff] = lo.double()
-        A[G_OF + roff, 2 * T_OF + coff + 1] = hi.double()
+    for i, (lo, hi) in enumerate(regs):
+        A[G_OF + 8 * (i & 1), 2 * T_OF + 8 * (i >> 1)] = lo.double()
+        A[G_OF + 8 * (i & 1), 2 * T_OF + 8 * (i >> 1) + 1] = hi.double()
     return A
 
 
-def b_matrix(b0, b1):
-    """B fragments -> 16 x 8 (k x n): b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]."""
+def b_of(regs):
+    """B fragments as per-lane (low, high) value pairs of its 2 registers -> 16 x 8 (k x n): register i holds
+    B[2t + 8 i, 2t + 8 i + 1][g]."""
     B = torch.zeros(16, 8, dtype=torch.float64)
-    for reg, koff in ((b0, 0), (b1, 8)):
-        lo, hi = halves(reg)
-        B[2 * T_OF + koff, G_OF] = lo.double()
-        B[2 * T_OF + koff + 1, G_OF] = hi.double()
+    for i, (lo, hi) in enumerate(regs):
+        B[2 * T_OF + 8 * i, G_OF] = lo.double()
+        B[2 * T_OF + 8 * i + 1, G_OF] = hi.double()
     return B
+
+
+def a_matrix(a0, a1, a2, a3):
+    """A fragments (per lane uint32 of two fp16) -> 16 x 16 float64 matrix."""
+    return a_of([halves(r) for r in (a0, a1, a2, a3)])
+
+
+def b_matrix(b0, b1):
+    """B fragments (per lane uint32 of two fp16) -> 16 x 8 (k x n)."""
+    return b_of([halves(r) for r in (b0, b1)])
 
 
 def c_to_matrix(c):
@@ -145,7 +155,14 @@ ACC_MODEL = "round"  # "round": exact products, one rounding to fp32; "truncate"
 
 
 def mma(a, b, c):
-    A, B, C = a_matrix(*a), b_matrix(*b), c_to_matrix(c)
+    """m16n8k16 with fp32 accumulation on fp16 fragments packed two per uint32 (per lane)."""
+    return mma_values(a_matrix(*a), b_matrix(*b), c)
+
+
+def mma_values(A, B, c):
+    """D = A B + C (``a_of`` / ``b_of`` matrices, C per lane) as ACC_MODEL accumulates: one rounding to fp32, or
+    the truncating model."""
+    C = c_to_matrix(c)
     if ACC_MODEL == "round":
         return matrix_to_c(A @ B + C)
     terms = torch.cat([A[:, None, :] * B.t()[None, :, :], C[..., None]], -1)  # [16, 8, 17]: products and C

@@ -3,8 +3,9 @@
 With R_K fused into the append (``write_kv(..., rotation=, q=, q_out=)``) the CUDA kernel computes Y = X R for
 the new K rows and the step's queries with mma.m16n8k16: X rows on M, R on B split into halves hi + lo of the
 model's dtype, one warp per 8 output dims, CTAs of 64 rows. CI has no GPU, so this replays the kernel's
-indexing (which lane loads which element of R and X, where each accumulator goes) with the PTX fragment layouts
-and checks it against ``rotation.rotate_with_keys``, the rule the torch and Triton backends apply. A wrong
+indexing (which lane loads which element of R and X, where each accumulator goes) with the PTX fragment layouts of
+``test_cuda_emulation`` (``a_of`` / ``b_of`` / ``mma_values``) and checks it against ``rotation.rotate_with_keys``,
+the rule the torch and Triton backends apply. A wrong
 fragment index shows up as an O(1) error; hi + lo keeps the sums within ~2^-16 of fp32, so after the one
 rounding to bf16 nearly every element equals the reference and none is more than one bf16 ulp away (or, where a
 sum cancels to next to nothing, more than fp32's own rounding of the terms).
@@ -13,28 +14,11 @@ sum cancels to next to nothing, more than fp32's own rounding of the terms).
 import pytest
 import torch
 
+from test_cuda_emulation import G_OF as G, T_OF as T, a_of, b_of, mma_values
+
 from oscarkv.rotation import rotate_with_keys
 
-LANES = torch.arange(32)
-G, T = LANES >> 2, LANES & 3
 ROT_COLS, WARPS = 64, 16  # kRotCols, kAppendWarps
-
-
-def _mma(a, b, c):
-    """mma.m16n8k16 with fp32 accumulation: a[i][e] (i = 0..3 registers, e = low / high half) per lane, b[i][e]
-    (i = 0..1), c[0..3] per lane -> d[0..3] per lane. Products exact (float64), one rounding to fp32."""
-    A = torch.zeros(16, 16, dtype=torch.float64)
-    B = torch.zeros(16, 8, dtype=torch.float64)
-    C = torch.zeros(16, 8, dtype=torch.float64)
-    for i in range(4):
-        for e in range(2):
-            A[G + 8 * (i & 1), 2 * T + 8 * (i >> 1) + e] = a[i][e]
-    for i in range(2):
-        for e in range(2):
-            B[2 * T + 8 * i + e, G] = b[i][e]
-    C[G, 2 * T], C[G, 2 * T + 1], C[G + 8, 2 * T], C[G + 8, 2 * T + 1] = c
-    D = (A @ B + C).float().double()
-    return [D[G, 2 * T], D[G, 2 * T + 1], D[G + 8, 2 * T], D[G + 8, 2 * T + 1]]
 
 
 def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -71,8 +55,9 @@ def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
                 for ks in range(KS):
                     d = 16 * ks + 2 * T
                     a = [[src[i & 1].gather(1, (d + 8 * (i >> 1) + e)[:, None])[:, 0] for e in range(2)] for i in range(4)]
-                    acc = _mma(a, bhi[ks], acc)
-                    acc = _mma(a, blo[ks], acc)
+                    A = a_of(a)
+                    acc = mma_values(A, b_of(bhi[ks]), acc)
+                    acc = mma_values(A, b_of(blo[ks]), acc)
                 for i in range(4):  # acc[i] = Y[xb + g + 8 (i >> 1)][8 nt + 2 t + (i & 1)]
                     r, col = rows[i >> 1], 8 * nt + 2 * T + (i & 1)
                     m = ok[i >> 1]

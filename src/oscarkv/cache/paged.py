@@ -486,18 +486,18 @@ class PagedLayer(CacheLayerMixin):
             vr = center(value_states, self.v_mean_rot)
         else:
             vr = rotate(center(value_states, self.v_mean), self.v_rot)
-        if st.opaque:  # compiled step: the attention function gets kc / vr and rotates k together with q
+        if st.opaque:  # compiled step: the attention function gets kc / vr (k rotated by the op's append or with q)
             return kc, vr
-        if st.cur is not None and st.cur["decode"] and self._fused_rotation() is not None:
-            # a decode step: the append rotates k and the queries (write_kv(..., rotation=)); the attention
-            # function ignores what update returns on this path
-            self.pending = (kc, vr, True)
-            self.fresh = True
-            return kc, vr
-        kr = rotate(kc, self.k_rot)
-        self.pending = (kr, vr, False)
+        kr = kc if self._rotates_in_append() else rotate(kc, self.k_rot)
+        self.pending = (kr, vr)
         self.fresh = True
         return kr, vr
+
+    def _rotates_in_append(self) -> bool:
+        """A decode step whose append rotates k and the queries (``write_kv(..., rotation=)``): ``update`` keeps k
+        unrotated and the attention function hands the unrotated queries and R_K to the append."""
+        cur = self.state.cur
+        return cur is not None and cur["decode"] and self._fused_rotation() is not None
 
     def _fused_rotation(self) -> torch.Tensor | None:
         """R_K as the append takes it (float32 ``[1 or Hkv, d, d]`` on the layer's device, cached) when the
@@ -546,7 +546,7 @@ class PagedLayer(CacheLayerMixin):
                 q, k = rotate(query, rq), rotate(key, self.k_rot)
                 out = torch.ops.oscarkv.paged_decode(q[:, :, 0].contiguous(), k[:, :, 0], value[:, :, 0],
                                                      self.state.handle, self.idx, float(scale))[:, None]
-        elif self.pending is not None and self.pending[2]:  # a decode step whose append rotates q and k
+        elif self._rotates_in_append():
             out = self._attend(query, scaling, self._rqk)
         else:
             out = self._attend(rotate(query, rq), scaling)
@@ -570,7 +570,7 @@ class PagedLayer(CacheLayerMixin):
         from ..kernels import prefill_attention, write_kv
 
         st, cur = self.state, self.state.cur
-        kr, vr, _ = self.pending
+        kr, vr = self.pending
         self.pending = None
         query = q
         b, hq, t, d = q.shape
