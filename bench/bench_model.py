@@ -254,7 +254,7 @@ def bench_oscar(model, cfg, rot, context, batch, steps, device, compile=False):
                 "page": s["cache"].method.page, "warmup_s": s["warmup_s"]}
 
 
-def oscar_row_bytes(cfg, rot, context, device):
+def oscar_row_bytes(cfg, rot, context):
     """Allocated pool bytes per row at ``context`` (difference of a 2-row and a 1-row allocation)."""
     out = []
     for b in (1, 2):
@@ -263,6 +263,21 @@ def oscar_row_bytes(cfg, rot, context, device):
         c.paged.allocate(b, torch.device("meta"), torch.bfloat16, context)
         out.append(c.paged.nbytes())
     return out[1] - out[0], out[0]
+
+
+def equal_memory_batches(cfg, rot, context, budget_bytes, max_batch=0) -> dict:
+    """Issue 8's throughput at equal KV memory: the largest batch each method fits in ``budget_bytes`` at
+    ``context`` (OSCAR: pool bytes actually allocated per row, the first row's extras included; BF16: the
+    StaticCache's K/V of context + 1 tokens), capped at ``max_batch`` if given."""
+    L, hkv, d = dims(cfg)
+    per_row_oscar, first_row = oscar_row_bytes(cfg, rot, context)
+    b_oscar = max(1, int((budget_bytes - (first_row - per_row_oscar)) // per_row_oscar))
+    per_row_bf16 = 2 * L * hkv * (context + 1) * d * 2
+    b_bf16 = max(1, int(budget_bytes // per_row_bf16))
+    if max_batch:
+        b_oscar, b_bf16 = min(b_oscar, max_batch), min(b_bf16, max_batch)
+    return {"context": context, "kv_budget_bytes": budget_bytes, "oscar_bytes_per_row": per_row_oscar,
+            "bf16_bytes_per_row": per_row_bf16, "oscar_batch": b_oscar, "bf16_batch": b_bf16}
 
 
 # ------------------------------------------------------------------ BF16 (StaticCache + SDPA)
@@ -427,14 +442,9 @@ def run_model(name, cfg, args, device, bw, out):
         out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
         Path(args.out).write_text(json.dumps(out, indent=1))
     if args.tput_context:
-        ctx, budget = args.tput_context, args.kv_budget_gib * 2**30
-        per_row_oscar, first_row = oscar_row_bytes(cfg, rot, ctx, device)
-        b_oscar = max(1, int((budget - (first_row - per_row_oscar)) // per_row_oscar))
-        per_row_bf16 = 2 * L * hkv * (ctx + 1) * d * 2
-        b_bf16 = max(1, int(budget // per_row_bf16))
-        if args.max_batch:
-            b_oscar, b_bf16 = min(b_oscar, args.max_batch), min(b_bf16, args.max_batch)
-        eq = {"context": ctx, "kv_budget_bytes": budget, "oscar_bytes_per_row": per_row_oscar, "bf16_bytes_per_row": per_row_bf16}
+        ctx = args.tput_context
+        eq = equal_memory_batches(cfg, rot, ctx, args.kv_budget_gib * 2**30, args.max_batch)
+        b_oscar, b_bf16 = eq.pop("oscar_batch"), eq.pop("bf16_batch")
         for meth, fn in _methods(args, ctx, lambda c, be: bench_oscar(model, cfg, rot, ctx, b_oscar, args.steps, device, c),
                                  lambda c, be: bench_bf16(model, cfg, ctx, b_bf16, args.steps, device, c, be), True):
             b = b_oscar if meth.startswith("oscar") else b_bf16

@@ -12,6 +12,16 @@ and ``no_attention`` (the attention function returns zeros, a second compilation
 decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also ``bound`` (issue 8):
 the ideal speedup from bytes and the best one this model allows (BF16 without attention + OSCAR's KV bytes at
 copy bandwidth).
+
+``--equal-memory`` (issue 8's throughput at equal KV memory, e.g. ``--context 32768 --equal-memory``): OSCAR's
+variants at the largest batch its pools fit in ``--kv-budget-gib`` (bench_model's rule), BF16 ``full`` at the
+largest batch its StaticCache fits, and BF16 ``no_attention`` at OSCAR's batch over a short StaticCache
+(``--short-context``; with the attention off a step does not read the context: the 32K cache of that batch would
+not fit). ``bound`` is then in tokens/s: BF16's measured, OSCAR's measured, the best OSCAR step this leaves (BF16's
+step without attention at OSCAR's batch + OSCAR's KV bytes at copy bandwidth), and the share of copy bandwidth
+OSCAR's KV part must reach for a given ratio (``--target-ratio``, default 6).
+
+    PYTHONPATH=src python3 bench/step_ablate.py --model qwen3-8b --context 32768 --equal-memory --out $OUT/eq.json
 """
 
 from __future__ import annotations
@@ -74,22 +84,43 @@ def _zero_attention(module, query, key, value, attention_mask, scaling=None, **k
     return query.new_zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3]), None
 
 
-def bf16_variants(model, cfg, args, device) -> dict:
+def bf16_variants(model, cfg, args, device, shapes: dict) -> dict:
+    """BF16 step replay ms per variant; ``shapes``: variant ("full" / "no_attention") -> (context, batch)."""
     res = {}
-    for name in ("full", "no_attention"):
+    for name, (context, batch) in shapes.items():
         keep = bm._bf16_attention
         if name == "no_attention":
             bm._bf16_attention = _zero_attention  # registered by bf16_session under bm.BF16_ATTN
         try:
             torch._dynamo.reset()  # a new attention function: a new compilation
-            with bm.bf16_session(model, cfg, args.context, args.batch, device, compile=True) as s:
+            with bm.bf16_session(model, cfg, context, batch, device, compile=True) as s:
                 graph, step = bm.capture_bf16(s, device, True, None if device == "cpu" else "CUDNN_ATTENTION")
-                r = {"replay_ms": bm.replay_ms(graph, args.replays, device, before=s["reset"])}
+                r = {"replay_ms": bm.replay_ms(graph, args.replays, device, before=s["reset"]),
+                     "context": context, "batch": batch}
                 res[name] = r
                 bm.log(f"bf16  {name:10s} {json.dumps(r)}")
         finally:
             bm._bf16_attention = keep
     return res
+
+
+def equal_memory_bound(out: dict, args) -> dict:
+    """Issue 8's ratio of decode tokens/s at equal KV memory, measured and at best: OSCAR's step can be no faster
+    than BF16's step without attention at OSCAR's batch plus OSCAR's KV bytes at copy bandwidth. Also the share of
+    copy bandwidth OSCAR's KV part (everything the step adds over BF16's step without attention) must reach for
+    ``args.target_ratio``."""
+    bw, kv = out["copy_bandwidth_Bps"], out["kv_read_bytes"]
+    b_o, b_b = out["equal_memory"]["oscar_batch"], out["equal_memory"]["bf16_batch"]
+    shared_ms = out["bf16"]["no_attention"]["replay_ms"]
+    bf16_tps = b_b / out["bf16"]["full"]["replay_ms"] * 1e3
+    oscar_tps = b_o / out["oscar"]["full"]["replay_ms"] * 1e3
+    best_tps = b_o / (shared_ms + kv / bw * 1e3) * 1e3
+    budget_ms = b_o / (args.target_ratio * bf16_tps) * 1e3 - shared_ms  # OSCAR's KV part for the target
+    return {"bf16_tokens_per_s": bf16_tps, "oscar_tokens_per_s": oscar_tps, "measured_ratio": oscar_tps / bf16_tps,
+            "best_oscar_tokens_per_s": best_tps, "best_ratio": best_tps / bf16_tps,
+            "oscar_kv_part_ms": out["oscar"]["full"]["replay_ms"] - shared_ms,
+            "kv_part_ms_for_target": budget_ms, "target_ratio": args.target_ratio,
+            "copy_share_needed_for_target": (kv / bw * 1e3) / budget_ms if budget_ms > 0 else float("inf")}
 
 
 def main():
@@ -99,6 +130,11 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--no-fuse-projections", action="store_true")
+    ap.add_argument("--equal-memory", action="store_true", help="batches from the KV budget (see the docstring)")
+    ap.add_argument("--kv-budget-gib", type=float, default=40.0)
+    ap.add_argument("--max-batch", type=int, default=0)
+    ap.add_argument("--short-context", type=int, default=1024, help="StaticCache length of BF16 without attention")
+    ap.add_argument("--target-ratio", type=float, default=6.0)
     ap.add_argument("--out", default="step_ablate.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
@@ -108,17 +144,24 @@ def main():
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "torch": torch.__version__,
            "model": "tiny" if args.smoke else args.model, "context": args.context, "batch": args.batch,
            "copy_bandwidth_Bps": bm.copy_bandwidth(device)}
+    shapes = {"full": (args.context, args.batch), "no_attention": (args.context, args.batch)}
+    if args.equal_memory:
+        eq = bm.equal_memory_batches(cfg, rot, args.context, args.kv_budget_gib * 2**30, args.max_batch)
+        out["equal_memory"] = eq
+        args.batch = out["batch"] = eq["oscar_batch"]
+        shapes = {"full": (args.context, eq["bf16_batch"]), "no_attention": (min(args.short_context, args.context), args.batch)}
+        bm.log(f"equal memory: OSCAR batch {args.batch}, BF16 batch {eq['bf16_batch']} at {args.context} tokens")
     out["oscar"], out["kv_read_bytes"] = oscar_variants(model, cfg, rot, args, device)
     Path(args.out).write_text(json.dumps(out, indent=1))
-    out["bf16"] = bf16_variants(model, cfg, args, device)
+    out["bf16"] = bf16_variants(model, cfg, args, device, shapes)
     Path(args.out).write_text(json.dumps(out, indent=1))
     o, b = out["oscar"], out["bf16"]
     if device != "cpu":
         bm.log(f"OSCAR: append {o['full']['replay_ms'] - o['no_append']['replay_ms']:.3f} ms, decode "
                f"{o['full']['replay_ms'] - o['no_decode']['replay_ms']:.3f} ms, both {o['full']['replay_ms'] - o['no_kv']['replay_ms']:.3f} ms; "
-               f"rest {o['no_kv']['replay_ms']:.3f} ms vs BF16 without attention {b['no_attention']['replay_ms']:.3f} ms; "
-               f"BF16 attention {b['full']['replay_ms'] - b['no_attention']['replay_ms']:.3f} ms")
-        out["bound"] = bound(out, model, cfg, args)
+               f"rest {o['no_kv']['replay_ms']:.3f} ms vs BF16 without attention {b['no_attention']['replay_ms']:.3f} ms"
+               + ("" if args.equal_memory else f"; BF16 attention {b['full']['replay_ms'] - b['no_attention']['replay_ms']:.3f} ms"))
+        out["bound"] = equal_memory_bound(out, args) if args.equal_memory else bound(out, model, cfg, args)
         Path(args.out).write_text(json.dumps(out, indent=1))
         bm.log(f"BOUND: {json.dumps({k: round(v, 4) for k, v in out['bound'].items()})}")
     bm.log(f"wrote {args.out}")
