@@ -1,0 +1,88 @@
+"""The model-level benchmark scripts (bench/bench_model.py, bench/step_ablate.py) on the tiny config on CPU: a
+device call is scarce, so a script that breaks on an API change must fail here, not on the GPU machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def run_script(name: str, tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / f"{name}.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    r = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "--smoke", *args, "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def bm():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_model
+
+        yield bench_model
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_equal_memory_batches_are_the_largest_that_fit(bm):
+    cfg = bm.tiny_config()
+    rot = bm.random_rotations(cfg, bm.dims(cfg)[2])
+    budget, ctx = 2**25, 8192  # long enough that the BF16 windows (sink + recent) are a small part of a row
+    eq = bm.equal_memory_batches(cfg, rot, ctx, budget)
+    per_o, first = bm.oscar_row_bytes(cfg, rot, ctx)
+    extra = first - per_o  # what the first row allocates beyond every other row (the null block)
+    assert extra + eq["oscar_batch"] * per_o <= budget < extra + (eq["oscar_batch"] + 1) * per_o
+    assert eq["bf16_batch"] * eq["bf16_bytes_per_row"] <= budget < (eq["bf16_batch"] + 1) * eq["bf16_bytes_per_row"]
+    assert eq["oscar_batch"] > 2 * eq["bf16_batch"]  # INT2 rows are several times smaller
+    capped = bm.equal_memory_batches(cfg, rot, ctx, budget, max_batch=3)
+    assert (capped["oscar_batch"], capped["bf16_batch"]) == (3, min(3, eq["bf16_batch"]))
+
+
+def test_equal_memory_bound_arithmetic():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import step_ablate
+    finally:
+        sys.path.remove(str(BENCH))
+    out = {"copy_bandwidth_Bps": 4e12, "kv_read_bytes": 40e9, "equal_memory": {"oscar_batch": 60, "bf16_batch": 8},
+           "bf16": {"no_attention": {"replay_ms": 5.0}, "full": {"replay_ms": 16.0}}, "oscar": {"full": {"replay_ms": 20.0}}}
+    b = step_ablate.equal_memory_bound(out, types.SimpleNamespace(target_ratio=6.0))
+    assert b["bf16_tokens_per_s"] == pytest.approx(500.0)
+    assert b["measured_ratio"] == pytest.approx(3000.0 / 500.0)
+    assert b["best_oscar_tokens_per_s"] == pytest.approx(60 / 0.015)  # 5 ms shared + 40 GB at 4 TB/s
+    # 6x of 500 tokens/s at batch 60 is a 20 ms step: 15 ms for the KV part, whose bytes take 10 ms at copy bandwidth
+    assert b["kv_part_ms_for_target"] == pytest.approx(15.0)
+    assert b["copy_share_needed_for_target"] == pytest.approx(10.0 / 15.0)
+
+
+def test_step_ablate_runs_both_points(tmp_path):
+    one = run_script("step_ablate", tmp_path)
+    assert set(one["oscar"]) == {"full", "no_append", "no_decode", "no_kv"}
+    assert set(one["bf16"]) == {"full", "no_attention"} and one["kv_read_bytes"] > 0
+    eq = run_script("step_ablate", tmp_path, "--equal-memory", "--kv-budget-gib", "0.001")
+    b_o, b_b = eq["equal_memory"]["oscar_batch"], eq["equal_memory"]["bf16_batch"]
+    assert eq["batch"] == b_o > b_b >= 1
+    assert (eq["bf16"]["full"]["batch"], eq["bf16"]["full"]["context"]) == (b_b, eq["context"])
+    assert eq["bf16"]["no_attention"]["batch"] == b_o  # BF16 without attention at OSCAR's batch
+
+
+def test_bench_model_runs_batch1_and_equal_memory(tmp_path):
+    out = run_script("bench_model", tmp_path, "--contexts", "64", "--tput-context", "256", "--kv-budget-gib", "0.001",
+                     "--steps", "2")
+    (m,) = out["models"]
+    row = m["batch1"][0]
+    assert row["context"] == 64 and "step_ms" in row["oscar"] and "step_ms" in row["bf16"]
+    eq = m["equal_memory"]
+    assert eq["oscar"]["batch"] > eq["bf16"]["batch"] >= 1 and eq["oscar"]["tokens_per_s"] > 0
