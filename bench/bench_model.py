@@ -269,10 +269,9 @@ def equal_memory_batches(cfg, rot, context, budget_bytes, max_batch=0) -> dict:
     """Issue 8's throughput at equal KV memory: the largest batch each method fits in ``budget_bytes`` at
     ``context`` (OSCAR: pool bytes actually allocated per row, the first row's extras included; BF16: the
     StaticCache's K/V of context + 1 tokens), capped at ``max_batch`` if given."""
-    L, hkv, d = dims(cfg)
     per_row_oscar, first_row = oscar_row_bytes(cfg, rot, context)
     b_oscar = max(1, int((budget_bytes - (first_row - per_row_oscar)) // per_row_oscar))
-    per_row_bf16 = 2 * L * hkv * (context + 1) * d * 2
+    per_row_bf16 = bf16_kv_read_bytes(cfg, context, 1)  # the StaticCache holds exactly the tokens a step reads
     b_bf16 = max(1, int(budget_bytes // per_row_bf16))
     if max_batch:
         b_oscar, b_bf16 = min(b_oscar, max_batch), min(b_bf16, max_batch)

@@ -3,6 +3,7 @@ device call is scarce, so a script that breaks on an API change must fail here, 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -25,15 +26,18 @@ def run_script(name: str, tmp_path: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-@pytest.fixture(scope="module")
-def bm():
+def bench_module(name: str):
+    """A bench script imported as a module (bench/ is not a package)."""
     sys.path.insert(0, str(BENCH))
     try:
-        import bench_model
-
-        yield bench_model
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCH))
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return bench_module("bench_model")
 
 
 def test_equal_memory_batches_are_the_largest_that_fit(bm):
@@ -51,11 +55,7 @@ def test_equal_memory_batches_are_the_largest_that_fit(bm):
 
 
 def test_equal_memory_bound_arithmetic():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import step_ablate
-    finally:
-        sys.path.remove(str(BENCH))
+    step_ablate = bench_module("step_ablate")
     out = {"copy_bandwidth_Bps": 4e12, "kv_read_bytes": 40e9, "equal_memory": {"oscar_batch": 60, "bf16_batch": 8},
            "bf16": {"no_attention": {"replay_ms": 5.0}, "full": {"replay_ms": 16.0}}, "oscar": {"full": {"replay_ms": 20.0}}}
     b = step_ablate.equal_memory_bound(out, types.SimpleNamespace(target_ratio=6.0))
