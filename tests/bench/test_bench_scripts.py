@@ -69,9 +69,11 @@ def test_equal_memory_bound_arithmetic():
 
 
 def test_step_ablate_runs_both_points(tmp_path):
-    one = run_script("step_ablate", tmp_path)
+    one = run_script("step_ablate", tmp_path, "--bf16-backends", "default,PAGED_TORCH")
     assert set(one["oscar"]) == {"full", "no_append", "no_decode", "no_kv"}
     assert set(one["bf16"]) == {"full", "no_attention"} and one["kv_read_bytes"] > 0
+    assert set(one["bf16"]["full"]["full_backends"]) == {"default", "PAGED_TORCH"}  # both ran (no error string)
+    assert not any(isinstance(v, str) for v in one["bf16"]["full"]["full_backends"].values())
     eq = run_script("step_ablate", tmp_path, "--equal-memory", "--kv-budget-gib", "0.001")
     b_o, b_b = eq["equal_memory"]["oscar_batch"], eq["equal_memory"]["bf16_batch"]
     assert eq["batch"] == b_o > b_b >= 1
