@@ -14,12 +14,14 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
       "step_ms" (a python loop of steps, synchronised), "replay_ms" is the graph alone;
     - "bf16": transformers StaticCache (max_cache_len = context + 1) with an attention function that
       runs torch SDPA over the static buffer, the decode step captured in a CUDA graph the same way;
-      each SDPA backend (flash, cuDNN, efficient) is captured and the fastest is reported;
+      each SDPA backend (flash, cuDNN, efficient) is captured, and FlashInfer's paged BF16 decode in the
+      same loop (``paged_bf16_session``: page-16 pools, the step's K/V written into them, one planned
+      ``BatchDecodeWithPagedKVCacheWrapper`` for all layers); the fastest is reported;
   with ``--modes compiled`` also "oscar_compiled" / "bf16_compiled": the same steps ``torch.compile``d
   first (``oscarkv.cache.graph.compiled_forward``: one compilation of ``model.forward`` shared by both
   paths; OSCAR's append + attention is the opaque op ``oscarkv::paged_decode``), then captured the same
-  way (BF16 with the SDPA backends of ``--compiled-bf16-backends``, cuDNN by default: each costs a
-  compilation);
+  way (BF16 with the backends of ``--compiled-bf16-backends``, cuDNN SDPA and FlashInfer by default: each
+  costs a compilation);
   beside the ideal from bytes: (weights read per step + KV bytes read per step) / copy bandwidth
   (torch copy_ of 2 GiB, read + write bytes, measured in the same run).
 * throughput at equal KV memory: a KV budget (default 40 GiB) at 32K context; the largest batch each
@@ -41,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import statistics
 import sys
@@ -330,6 +333,153 @@ def bf16_session(model, cfg, context, batch, device, compile=False):
             torch.cuda.empty_cache()
 
 
+# ------------------------------------------------------------------ BF16 (paged, FlashInfer's decode)
+PAGED_BF16_ATTN = "bench_bf16_paged"
+PAGED_BF16_PAGE = 16  # tokens per page, bench_decode's FlashInfer page
+
+
+def paged_bf16_decode_torch(q, pool, n_tokens, scaling):
+    """What FlashInfer's paged BF16 decode computes, in torch (the CPU stand-in that checks this script's glue):
+    q ``[B, Hq, D]``; pool ``[B * pages, 2, page, Hkv, D]`` (FlashInfer's NHD layout, K then V; sequence b owns
+    pages ``b * pages ...``); each sequence attends to its first ``n_tokens``. Returns ``[B, Hq, D]``."""
+    import torch.nn.functional as F
+
+    B = q.shape[0]
+    kv = pool.view(B, -1, *pool.shape[1:]).permute(2, 0, 4, 1, 3, 5)  # [2, B, Hkv, pages, page, D]
+    kv = kv.reshape(*kv.shape[:3], -1, kv.shape[-1])[:, :, :, :n_tokens]
+    out = F.scaled_dot_product_attention(q.unsqueeze(2), kv[0], kv[1], scale=scaling, enable_gqa=True)
+    return out.squeeze(2)
+
+
+def _flashinfer_decode(B, Hq, Hkv, D, page, n_tokens, scaling, dtype, device):
+    """FlashInfer's BatchDecodeWithPagedKVCacheWrapper for ``B`` sequences of ``n_tokens`` each on contiguous
+    pages, planned once (every replay of the step has the same lengths) with graph-stable buffers; returns
+    ``run(q [B, Hq, D], pool) -> [B, Hq, D]``. Tensor-core decode, as bench_decode's FlashInfer rows."""
+    import flashinfer
+
+    pages = -(-n_tokens // page)
+    i32 = dict(dtype=torch.int32, device=device)
+    indptr, indices = torch.arange(B + 1, **i32) * pages, torch.arange(B * pages, **i32)
+    last = torch.full((B,), n_tokens - (pages - 1) * page, **i32)
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device=device)
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_cuda_graph=True, use_tensor_cores=True,
+                                                      paged_kv_indptr_buffer=indptr.clone(),
+                                                      paged_kv_indices_buffer=indices.clone(),
+                                                      paged_kv_last_page_len_buffer=last.clone())
+    w.plan(indptr, indices, last, Hq, Hkv, D, page, pos_encoding_mode="NONE", sm_scale=scaling,
+           q_data_type=dtype, kv_data_type=dtype)
+    return lambda q, pool: w.run(q, pool)
+
+
+_RUN_IDS = itertools.count()
+_PAGED_BF16_RUNS: dict = {}  # run_id -> (the session's pools, its decode call): the op takes ints, not objects
+
+
+def _paged_bf16_op():
+    """``oscarkv_bench::paged_bf16_decode(q, k, v, layer, slot, run_id)``: writes the step's K/V ``[B, Hkv, D]``
+    at token ``slot`` of every sequence's pages in the session's pool of ``layer``, then runs the session's
+    decode over that pool. An opaque op, as OSCAR's ``oscarkv::paged_decode``: the compiled BF16 step traces
+    through it without a graph break, and the pools stay outside the compiled graph (a pool passed as a mutated
+    argument could be copied by functionalization), as OSCAR's do."""
+    if not hasattr(torch.ops.oscarkv_bench, "paged_bf16_decode"):
+        @torch.library.custom_op("oscarkv_bench::paged_bf16_decode", mutates_args=())
+        def paged_bf16_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, slot: int,
+                              run_id: int) -> torch.Tensor:
+            pools, run = _PAGED_BF16_RUNS[run_id]
+            pool, page = pools[layer], pools[layer].shape[2]
+            at = pool.view(q.shape[0], -1, *pool.shape[1:])[:, slot // page, :, slot % page]  # [B, 2, Hkv, D]
+            at[:, 0].copy_(k)
+            at[:, 1].copy_(v)
+            return run(q, pool)
+
+        @paged_bf16_decode.register_fake
+        def _(q, k, v, layer, slot, run_id):
+            return torch.empty_like(q)
+    return torch.ops.oscarkv_bench.paged_bf16_decode
+
+
+def _pass_through_cache():
+    from transformers import StaticCache
+
+    class PassThroughCache(StaticCache):
+        """A one-slot StaticCache (the decode step's mask sizes) whose update stores nothing: the layers hand the
+        step's K/V straight to the attention function, which writes them into its own pages."""
+
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            return key_states, value_states
+
+    return PassThroughCache
+
+
+@contextlib.contextmanager
+def paged_bf16_session(model, cfg, context, batch, device, compile=False, decode="flashinfer", page=PAGED_BF16_PAGE):
+    """BF16 with FlashInfer's paged decode in the same loop (issue 8 item 4): per layer a page pool
+    ``[batch * pages, 2, page, Hkv, D]`` holding the same random K/V as ``bf16_session`` (same generator, same
+    order), the step's new K/V written at slot ``context`` by the attention function, then one paged decode
+    call. The layers' own cache stores nothing (``_pass_through_cache``), so the step reads no other KV.
+    ``decode="torch"``: ``paged_bf16_decode_torch`` instead (CPU). Yields bf16_session's dict."""
+    from transformers import AttentionInterface
+
+    _PassThroughCache = _pass_through_cache()
+    L, hkv, d = dims(cfg)
+    hq = cfg.num_attention_heads
+    n = context + 1
+    pages = -(-n // page)
+    dtype = next(model.parameters()).dtype
+    scaling = next(m.scaling for m in model.modules() if hasattr(m, "scaling") and hasattr(m, "layer_idx"))
+    g = torch.Generator(device=device).manual_seed(2)
+    pools = []
+    for _ in range(L):
+        pool = torch.empty(batch, pages, 2, page, hkv, d, dtype=dtype, device=device)
+        for side in range(2):  # bf16_session's keys.normal_, values.normal_ per layer, as [B, Hkv, n, D]
+            x = torch.empty(batch, hkv, n, d, dtype=dtype, device=device).normal_(generator=g)
+            t = torch.zeros(batch, pages * page, hkv, d, dtype=dtype, device=device)
+            t[:, :n] = x.transpose(1, 2)
+            pool[:, :, side] = t.view(batch, pages, page, hkv, d)
+            del x, t
+        pools.append(pool.view(batch * pages, 2, page, hkv, d))
+    if decode == "flashinfer":
+        run = _flashinfer_decode(batch, hq, hkv, d, page, n, scaling, dtype, device)
+    else:
+        run = lambda q, pool: paged_bf16_decode_torch(q, pool, n, scaling)  # noqa: E731
+
+    op, run_id = _paged_bf16_op(), next(_RUN_IDS)
+    _PAGED_BF16_RUNS[run_id] = (pools, run)
+
+    def attention(module, query, key, value, attention_mask, scaling=None, **kw):
+        out = op(query[:, :, 0].contiguous(), key[:, :, 0], value[:, :, 0], module.layer_idx, context, run_id)
+        return out.unsqueeze(1), None
+
+    AttentionInterface.register(PAGED_BF16_ATTN, attention)
+    prev = model.config._attn_implementation
+    model.set_attn_implementation(PAGED_BF16_ATTN)
+    cache = None
+    try:
+        cache = _PassThroughCache(config=cfg, max_cache_len=1)
+        ids = torch.ones(batch, 1, dtype=torch.long, device=device)
+        pos = torch.full((batch, 1), context, dtype=torch.long, device=device)
+        ck = {_cache_kwarg(model): cache, "use_cache": True}
+
+        def reset():  # nothing moves between steps: the op writes slot ``context`` every time
+            pass
+
+        f = compiled_forward(model) if compile else model
+
+        def fwd():
+            return f(input_ids=ids, position_ids=pos, **ck).logits
+
+        yield {"cache": cache, "reset": reset, "fwd": fwd, "pools": pools,
+               "kv_alloc_bytes": sum(p.numel() * p.element_size() for p in pools)}
+    finally:
+        model.set_attn_implementation(prev)
+        cache = None
+        pools.clear()
+        _PAGED_BF16_RUNS.pop(run_id, None)
+        gc.collect()
+        if device != "cpu":
+            torch.cuda.empty_cache()
+
+
 def capture_bf16(sess, device, compile, backend=None):
     """Warm up (compiled: twice, then capture without recompiling) and capture one decode step under the
     SDPA ``backend``; returns (graph or None on CPU, step function)."""
@@ -361,29 +511,49 @@ def capture_bf16(sess, device, compile, backend=None):
     return graph, step
 
 
+SDPA_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+PAGED_BF16_DECODES = {"FLASHINFER": "flashinfer", "PAGED_TORCH": "torch"}  # PAGED_TORCH: the glue's CPU check
+
+
+def _time_bf16(sess, device, compile, backend, steps):
+    try:
+        t0 = time.perf_counter()
+        graph, step = capture_bf16(sess, device, compile, backend)
+        warm = time.perf_counter() - t0
+        t = time_steps(step, steps, device)
+        r = {"step_ms": t * 1e3, "replay_ms": replay_ms(graph, steps, device, before=sess["reset"]), "warmup_s": warm}
+        del graph
+        return r
+    except Exception as e:  # a backend that does not support the shape
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+
+
 def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backends=None):
-    with bf16_session(model, cfg, context, batch, device, compile) as sess:
-        cache = sess["cache"]
-        results = {}
-        if backends is None:
-            backends = [None] if device == "cpu" else ["FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"]
-        for name in backends:
-            try:
-                t0 = time.perf_counter()
-                graph, step = capture_bf16(sess, device, compile, name)
-                warm = time.perf_counter() - t0
-                t = time_steps(step, steps, device)
-                results[name or "default"] = {"step_ms": t * 1e3, "replay_ms": replay_ms(graph, steps, device, before=sess["reset"]),
-                                              "warmup_s": warm}
-                del graph
-            except Exception as e:  # a backend that does not support the shape
-                results[name or "default"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-        alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers)
-        read = bf16_kv_read_bytes(cfg, context, batch)
-        ok = {k: v for k, v in results.items() if "step_ms" in v}
-        best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
-        return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,
-                "replay_ms": ok[best]["replay_ms"] if best else None, "kv_alloc_bytes": alloc, "kv_read_bytes": read}
+    """BF16's step under each of ``backends`` (SDPA backend names over a StaticCache; "FLASHINFER":
+    FlashInfer's paged decode, ``paged_bf16_session``; "PAGED_TORCH": the same session with the torch stand-in);
+    default on CUDA: every SDPA backend and FlashInfer.
+    The fastest is reported as the row's step."""
+    if backends is None:
+        backends = [None] if device == "cpu" else [*SDPA_BACKENDS, "FLASHINFER"]
+    results, alloc = {}, None
+    sdpa = [b for b in backends if b not in PAGED_BF16_DECODES]
+    if sdpa:
+        with bf16_session(model, cfg, context, batch, device, compile) as sess:
+            for name in sdpa:
+                results[name or "default"] = _time_bf16(sess, device, compile, name, steps)
+            alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in sess["cache"].layers)
+    for name in (b for b in backends if b in PAGED_BF16_DECODES):
+        try:
+            with paged_bf16_session(model, cfg, context, batch, device, compile, PAGED_BF16_DECODES[name]) as sess:
+                results[name] = {**_time_bf16(sess, device, compile, None, steps), "kv_alloc_bytes": sess["kv_alloc_bytes"]}
+                alloc = alloc or sess["kv_alloc_bytes"]
+        except Exception as e:  # FlashInfer not installed, or no kernel for the shape
+            results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    ok = {k: v for k, v in results.items() if "step_ms" in v}
+    best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
+    return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,
+            "replay_ms": ok[best]["replay_ms"] if best else None, "kv_alloc_bytes": alloc,
+            "kv_read_bytes": bf16_kv_read_bytes(cfg, context, batch)}
 
 
 # ------------------------------------------------------------------ main
@@ -572,8 +742,8 @@ def main():
     ap.add_argument("--modes", default="graph",
                     help="graph: uncompiled step in a CUDA graph; compiled: torch.compile'd step in a CUDA graph")
     ap.add_argument("--graph-contexts", default="", help="batch-1 contexts of the uncompiled runs (default: all)")
-    ap.add_argument("--compiled-bf16-backends", default="CUDNN_ATTENTION",
-                    help="SDPA backends tried for the compiled BF16 step (each compiles once)")
+    ap.add_argument("--compiled-bf16-backends", default="CUDNN_ATTENTION,FLASHINFER",
+                    help="backends tried for the compiled BF16 step (SDPA backend names, FLASHINFER; each compiles once)")
     ap.add_argument("--static-compile", dest="compile_dynamic", action="store_false",
                     help="torch.compile(dynamic=False): one compilation per context length / batch")
     ap.add_argument("--fuse-projections", action="store_true",

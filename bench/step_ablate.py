@@ -7,11 +7,12 @@ and the decode kernel early), so the marginal cost of a part is measured here as
 
 OSCAR variants (one paged cache, the graph re-captured per variant; skipped parts give wrong numbers, only the
 time matters): ``full``; ``no_append`` (write_kv does nothing); ``no_decode`` (the decode kernel does not
-run); ``no_kv`` (neither). BF16 variants (StaticCache + cuDNN SDPA, compiled like bench_model.py): ``full``
-and ``no_attention`` (the attention function returns zeros, a second compilation). Also ``steps_ms``: real
-decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also ``bound`` (issue 8):
-the ideal speedup from bytes and the best one this model allows (BF16 without attention + OSCAR's KV bytes at
-copy bandwidth).
+run); ``no_kv`` (neither). BF16 variants (compiled like bench_model.py): ``full``, the fastest of
+``--bf16-backends`` (cuDNN SDPA over a StaticCache and FlashInfer's paged decode by default, each in
+``full_backends``), and ``no_attention`` (SDPA's attention function returns zeros, another compilation). Also
+``steps_ms``: real decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also
+``bound`` (issue 8): the ideal speedup from bytes and the best one this model allows (BF16 without attention +
+OSCAR's KV bytes at copy bandwidth).
 
 ``--equal-memory`` (issue 8's throughput at equal KV memory, e.g. ``--context 32768 --equal-memory``): OSCAR's
 variants at the largest batch its pools fit in ``--kv-budget-gib`` (bench_model's rule), BF16 ``full`` at the
@@ -84,21 +85,48 @@ def _zero_attention(module, query, key, value, attention_mask, scaling=None, **k
     return query.new_zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3]), None
 
 
+def _bf16_replay(model, cfg, args, device, context, batch, backend) -> float:
+    """Replay ms of BF16's compiled step under ``backend`` (an SDPA backend name, "default", or one of
+    bench_model's paged decodes: "FLASHINFER", "PAGED_TORCH")."""
+    torch._dynamo.reset()  # a new attention function: a new compilation
+    if backend in bm.PAGED_BF16_DECODES:
+        session = bm.paged_bf16_session(model, cfg, context, batch, device, True, bm.PAGED_BF16_DECODES[backend])
+        backend = None
+    else:
+        session = bm.bf16_session(model, cfg, context, batch, device, compile=True)
+    with session as s:
+        graph, step = bm.capture_bf16(s, device, True, None if backend == "default" else backend)
+        return bm.replay_ms(graph, args.replays, device, before=s["reset"])
+
+
 def bf16_variants(model, cfg, args, device, shapes: dict) -> dict:
-    """BF16 step replay ms per variant; ``shapes``: variant ("full" / "no_attention") -> (context, batch)."""
+    """BF16 step replay ms per variant; ``shapes``: variant ("full" / "no_attention") -> (context, batch).
+    ``full`` is the fastest of ``args.bf16_backends`` (each in ``full_backends``); ``no_attention`` runs the
+    first SDPA one (the attention function returns zeros: the backend does not matter)."""
     res = {}
     for name, (context, batch) in shapes.items():
         keep = bm._bf16_attention
         if name == "no_attention":
             bm._bf16_attention = _zero_attention  # registered by bf16_session under bm.BF16_ATTN
         try:
-            torch._dynamo.reset()  # a new attention function: a new compilation
-            with bm.bf16_session(model, cfg, context, batch, device, compile=True) as s:
-                graph, step = bm.capture_bf16(s, device, True, None if device == "cpu" else "CUDNN_ATTENTION")
-                r = {"replay_ms": bm.replay_ms(graph, args.replays, device, before=s["reset"]),
-                     "context": context, "batch": batch}
-                res[name] = r
-                bm.log(f"bf16  {name:10s} {json.dumps(r)}")
+            if name == "full":
+                per = {}
+                for be in args.bf16_backends:
+                    try:
+                        per[be] = _bf16_replay(model, cfg, args, device, context, batch, be)
+                    except Exception as e:  # FlashInfer missing, or a backend without a kernel for the shape
+                        per[be] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                    bm.log(f"bf16  full/{be:16s} {per[be]}")
+                ok = {k: v for k, v in per.items() if not isinstance(v, str)}
+                if not ok:
+                    raise RuntimeError(f"no BF16 backend ran: {per}")
+                best = min(ok, key=lambda k: float("inf") if ok[k] is None else ok[k])  # None: CPU, no graph
+                r = {"replay_ms": ok[best], "backend": best, "full_backends": per}
+            else:
+                sdpa = next((b for b in args.bf16_backends if b not in bm.PAGED_BF16_DECODES), "default")
+                r = {"replay_ms": _bf16_replay(model, cfg, args, device, context, batch, sdpa)}
+            res[name] = {**r, "context": context, "batch": batch}
+            bm.log(f"bf16  {name:10s} {json.dumps(res[name])}")
         finally:
             bm._bf16_attention = keep
     return res
@@ -135,9 +163,14 @@ def main():
     ap.add_argument("--max-batch", type=int, default=0)
     ap.add_argument("--short-context", type=int, default=1024, help="StaticCache length of BF16 without attention")
     ap.add_argument("--target-ratio", type=float, default=6.0)
+    ap.add_argument("--bf16-backends", default="CUDNN_ATTENTION,FLASHINFER",
+                    help="BF16 full step: the fastest of these (SDPA backend names, default, FLASHINFER, PAGED_TORCH)")
     ap.add_argument("--out", default="step_ablate.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
+    args.bf16_backends = [b for b in args.bf16_backends.split(",") if b]
+    if args.smoke and "--bf16-backends" not in sys.argv:
+        args.bf16_backends = ["default"]
     device, cfg, model, rot = bm.setup(args.model, args.smoke, not args.no_fuse_projections)
     if args.smoke:
         args.context, args.replays = min(args.context, 256), 2

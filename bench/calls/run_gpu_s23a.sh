@@ -5,7 +5,8 @@
 # Issue 8's throughput at equal KV memory (40 GiB at 32K; 5.03x BF16 for the 8B in the twenty-first session, target
 # 6x): where OSCAR's step goes at its batch (replay ms with the append / decode switched off), BF16's step without
 # attention at that batch, and the bound: the best ratio those leave and the share of copy bandwidth OSCAR's KV part
-# needs for 6x (bench/step_ablate.py --equal-memory). Qwen3-8B, then Qwen3-4B with the time left.
+# needs for 6x (bench/step_ablate.py --equal-memory; BF16 full = the faster of cuDNN SDPA and FlashInfer since the
+# twenty-fourth session). Qwen3-8B, then Qwen3-4B with the time left.
 set -u
 T="$(date +%Y-%m-%d)_s23a"
 source bench/gpu_env.sh

@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -68,9 +69,11 @@ def test_equal_memory_bound_arithmetic():
 
 
 def test_step_ablate_runs_both_points(tmp_path):
-    one = run_script("step_ablate", tmp_path)
+    one = run_script("step_ablate", tmp_path, "--bf16-backends", "default,PAGED_TORCH")
     assert set(one["oscar"]) == {"full", "no_append", "no_decode", "no_kv"}
     assert set(one["bf16"]) == {"full", "no_attention"} and one["kv_read_bytes"] > 0
+    assert set(one["bf16"]["full"]["full_backends"]) == {"default", "PAGED_TORCH"}  # both ran (no error string)
+    assert not any(isinstance(v, str) for v in one["bf16"]["full"]["full_backends"].values())
     eq = run_script("step_ablate", tmp_path, "--equal-memory", "--kv-budget-gib", "0.001")
     b_o, b_b = eq["equal_memory"]["oscar_batch"], eq["equal_memory"]["bf16_batch"]
     assert eq["batch"] == b_o > b_b >= 1
@@ -86,3 +89,58 @@ def test_bench_model_runs_batch1_and_equal_memory(tmp_path):
     assert row["context"] == 64 and "step_ms" in row["oscar"] and "step_ms" in row["bf16"]
     eq = m["equal_memory"]
     assert eq["oscar"]["batch"] > eq["bf16"]["batch"] >= 1 and eq["oscar"]["tokens_per_s"] > 0
+
+
+def _logits(bm, session, *args, **kw):
+    with torch.no_grad(), session(*args, **kw) as s:
+        s["reset"]()
+        first = s["fwd"]()
+        s["reset"]()
+        return first, s["fwd"](), s
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_paged_bf16_session_equals_the_static_cache_step(bm, compile):
+    """The FlashInfer baseline's glue (page pools filled with bf16_session's K/V, the step's K/V written at slot
+    ``context``, the opaque op under torch.compile) with the torch stand-in for FlashInfer's decode: the same logits
+    as the StaticCache step, step after step (the write position is reset)."""
+    cfg = bm.tiny_config()
+    model = bm.build_model(cfg, "cpu")
+    ctx, batch = 40, 2  # 41 tokens: a partial last page of 16
+    a1, a2, _ = _logits(bm, bm.bf16_session, model, cfg, ctx, batch, "cpu", compile)
+    b1, b2, s = _logits(bm, bm.paged_bf16_session, model, cfg, ctx, batch, "cpu", compile, "torch")
+    torch.testing.assert_close(b1, a1, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b2, a2, rtol=1e-5, atol=1e-5)
+    assert s["kv_alloc_bytes"] == 2 * batch * 3 * 16 * bm.dims(cfg)[1] * bm.dims(cfg)[2] * 4 * cfg.num_hidden_layers
+
+
+def test_paged_bf16_decode_torch_reads_only_the_first_tokens(bm):
+    g = torch.Generator().manual_seed(0)
+    B, pages, page, hkv, hq, d, n = 2, 3, 4, 2, 4, 8, 9
+    pool = torch.randn(B * pages, 2, page, hkv, d, generator=g)
+    q = torch.randn(B, hq, d, generator=g)
+    out = bm.paged_bf16_decode_torch(q, pool, n, 0.5)
+    junk = pool.clone().view(B, pages, 2, page, hkv, d)
+    junk[:, 2, :, 1:] = 1e4  # tokens 9.. of every sequence
+    torch.testing.assert_close(bm.paged_bf16_decode_torch(q, junk.view_as(pool), n, 0.5), out)
+    k = pool.view(B, pages, 2, page, hkv, d)[:, :, 0].reshape(B, pages * page, hkv, d)[:, :n]
+    v = pool.view(B, pages, 2, page, hkv, d)[:, :, 1].reshape(B, pages * page, hkv, d)[:, :n]
+    b, h = 1, 3  # query head 3 reads KV head 1 (groups of 2)
+    p = torch.softmax(0.5 * k[b, :, h // 2] @ q[b, h], 0)
+    torch.testing.assert_close(out[b, h], p @ v[b, :, h // 2])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_flashinfer_baseline_equals_sdpa(bm):
+    """On the GPU: the model step with FlashInfer's paged BF16 decode equals the SDPA StaticCache step (bf16), and
+    the step captures in a CUDA graph (bench_bf16's FLASHINFER row has a time, not an error)."""
+    pytest.importorskip("flashinfer")
+    cfg = bm.tiny_config()
+    model = bm.build_model(cfg, "cuda")
+    ctx, batch = 1000, 3
+    a, _, _ = _logits(bm, bm.bf16_session, model, cfg, ctx, batch, "cuda")
+    b, _, _ = _logits(bm, bm.paged_bf16_session, model, cfg, ctx, batch, "cuda")
+    rel = ((b.float() - a.float()).norm() / a.float().norm()).item()
+    assert rel < 1e-2, rel
+    r = bm.bench_bf16(model, cfg, ctx, batch, 3, "cuda", False, ["CUDNN_ATTENTION", "FLASHINFER"])
+    assert "step_ms" in r["backends"]["FLASHINFER"], r["backends"]["FLASHINFER"]
