@@ -30,7 +30,7 @@ done
 timeout 60 python3 bench/bench_decode.py --pdl 1 --contexts "" --no-flashinfer --no-triton --append-batches 1,32,256 \
   --append-rotation fused,gemm --out "$OUT/${T}_append.json" > "$OUT/${T}_append.log" 2>&1
 t "append rc=$?"; grep -E "^append|rror" "$OUT/${T}_append.log" | cut -c1-200
-timeout 260 python3 bench/step_ablate.py --model qwen3-8b --context 131072 \
+timeout 260 python3 bench/step_ablate.py --model qwen3-8b --context 131072 --bf16-backends CUDNN_ATTENTION \
   --out "$OUT/${T}_ablate_8b.json" > "$OUT/${T}_ablate_8b.log" 2>&1
 t "ablate 8B rc=$?"; grep -E "oscar |bf16 |OSCAR:|BOUND|bound|rror" "$OUT/${T}_ablate_8b.log" | cut -c1-220
 timeout $(( $(left) - 5 )) python3 -m pytest -q -s -p no:cacheprovider tests/cache/test_gpu_paged.py \
