@@ -136,6 +136,7 @@ def test_gpu_flashinfer_baseline_equals_sdpa(bm):
     the step captures in a CUDA graph (bench_bf16's FLASHINFER row has a time, not an error)."""
     pytest.importorskip("flashinfer")
     cfg = bm.tiny_config()
+    cfg.head_dim = 128  # the bench models' head_dim: FlashInfer's JIT build of this test serves bench_model too
     model = bm.build_model(cfg, "cuda")
     ctx, batch = 1000, 3
     a, _, _ = _logits(bm, bm.bf16_session, model, cfg, ctx, batch, "cuda")
