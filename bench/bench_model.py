@@ -302,7 +302,7 @@ def bf16_session(model, cfg, context, batch, device, compile=False):
     AttentionInterface.register(BF16_ATTN, _bf16_attention)
     prev = model.config._attn_implementation
     model.set_attn_implementation(BF16_ATTN)
-    cache = None
+    cache, sess = None, {}
     try:
         cache = StaticCache(config=cfg, max_cache_len=context + 1)
         ids = torch.ones(batch, 1, dtype=torch.long, device=device)
@@ -324,9 +324,11 @@ def bf16_session(model, cfg, context, batch, device, compile=False):
         def fwd():
             return f(input_ids=ids, position_ids=pos, **ck).logits
 
-        yield {"cache": cache, "reset": reset, "fwd": fwd}
+        sess.update(cache=cache, reset=reset, fwd=fwd)
+        yield sess
     finally:
         model.set_attn_implementation(prev)
+        sess.clear()  # the caller's reference to the dict must not keep the StaticCache alive
         cache = None
         gc.collect()
         if device != "cpu":
@@ -453,7 +455,7 @@ def paged_bf16_session(model, cfg, context, batch, device, compile=False, decode
     AttentionInterface.register(PAGED_BF16_ATTN, attention)
     prev = model.config._attn_implementation
     model.set_attn_implementation(PAGED_BF16_ATTN)
-    cache = None
+    cache, sess = None, {}
     try:
         cache = _PassThroughCache(config=cfg, max_cache_len=1)
         ids = torch.ones(batch, 1, dtype=torch.long, device=device)
@@ -468,10 +470,12 @@ def paged_bf16_session(model, cfg, context, batch, device, compile=False, decode
         def fwd():
             return f(input_ids=ids, position_ids=pos, **ck).logits
 
-        yield {"cache": cache, "reset": reset, "fwd": fwd, "pools": pools,
-               "kv_alloc_bytes": sum(p.numel() * p.element_size() for p in pools)}
+        sess.update(cache=cache, reset=reset, fwd=fwd, pools=pools,
+                    kv_alloc_bytes=sum(p.numel() * p.element_size() for p in pools))
+        yield sess
     finally:
         model.set_attn_implementation(prev)
+        sess.clear()  # the caller's reference to the dict must not keep the pools alive
         cache = None
         pools.clear()
         _PAGED_BF16_RUNS.pop(run_id, None)
