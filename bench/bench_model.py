@@ -294,45 +294,54 @@ def _bf16_attention(module, query, key, value, attention_mask, scaling=None, **k
 
 
 @contextlib.contextmanager
-def bf16_session(model, cfg, context, batch, device, compile=False):
-    """A StaticCache filled with random K/V (write position reset before every step) and the decode
-    forward (``compile``: ``graph.compiled_forward(model)``, the same compilation as the OSCAR step)."""
-    from transformers import AttentionInterface, StaticCache
+def _attention_session(model, name, attention, cache, context, batch, device, compile, reset, **extra):
+    """What both BF16 sessions share: ``attention`` registered as the model's attention implementation
+    ``name``, one uncompiled step through ``cache`` (transformers' lazy allocation of its buffers), then a dict
+    {"cache", "reset", "fwd" (the decode forward of one token per row at position ``context``; ``compile``:
+    ``graph.compiled_forward(model)``, the same compilation as the OSCAR step), **extra}. At exit the model's
+    attention implementation is restored and the dict emptied (a caller's reference must not keep the KV alive)."""
+    from transformers import AttentionInterface
 
-    AttentionInterface.register(BF16_ATTN, _bf16_attention)
+    AttentionInterface.register(name, attention)
     prev = model.config._attn_implementation
-    model.set_attn_implementation(BF16_ATTN)
-    cache, sess = None, {}
+    model.set_attn_implementation(name)
+    sess = {}
     try:
-        cache = StaticCache(config=cfg, max_cache_len=context + 1)
         ids = torch.ones(batch, 1, dtype=torch.long, device=device)
         pos = torch.full((batch, 1), context, dtype=torch.long, device=device)
         ck = {_cache_kwarg(model): cache, "use_cache": True}
         with torch.no_grad():
-            model(input_ids=ids, position_ids=pos, **ck)  # lazy init of the buffers
-        g = torch.Generator(device=device).manual_seed(2)
-        for layer in cache.layers:
-            layer.keys.normal_(generator=g)
-            layer.values.normal_(generator=g)
-
-        def reset():
-            for layer in cache.layers:
-                layer.cumulative_length.fill_(context)
-
+            model(input_ids=ids, position_ids=pos, **ck)
         f = compiled_forward(model) if compile else model
-
-        def fwd():
-            return f(input_ids=ids, position_ids=pos, **ck).logits
-
-        sess.update(cache=cache, reset=reset, fwd=fwd)
+        sess.update(cache=cache, reset=reset, fwd=lambda: f(input_ids=ids, position_ids=pos, **ck).logits, **extra)
         yield sess
     finally:
         model.set_attn_implementation(prev)
-        sess.clear()  # the caller's reference to the dict must not keep the StaticCache alive
+        sess.clear()
         cache = None
         gc.collect()
         if device != "cpu":
             torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def bf16_session(model, cfg, context, batch, device, compile=False):
+    """A StaticCache filled with random K/V (write position reset before every step) and the decode forward
+    (``_attention_session``) with torch SDPA over it."""
+    from transformers import StaticCache
+
+    cache = StaticCache(config=cfg, max_cache_len=context + 1)
+
+    def reset():
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(context)
+
+    with _attention_session(model, BF16_ATTN, _bf16_attention, cache, context, batch, device, compile, reset) as sess:
+        g = torch.Generator(device=device).manual_seed(2)
+        for layer in cache.layers:
+            layer.keys.normal_(generator=g)
+            layer.values.normal_(generator=g)
+        yield sess
 
 
 # ------------------------------------------------------------------ BF16 (paged, FlashInfer's decode)
@@ -420,9 +429,6 @@ def paged_bf16_session(model, cfg, context, batch, device, compile=False, decode
     order), the step's new K/V written at slot ``context`` by the attention function, then one paged decode
     call. The layers' own cache stores nothing (``_pass_through_cache``), so the step reads no other KV.
     ``decode="torch"``: ``paged_bf16_decode_torch`` instead (CPU). Yields bf16_session's dict."""
-    from transformers import AttentionInterface
-
-    _PassThroughCache = _pass_through_cache()
     L, hkv, d = dims(cfg)
     hq = cfg.num_attention_heads
     n = context + 1
@@ -452,36 +458,14 @@ def paged_bf16_session(model, cfg, context, batch, device, compile=False, decode
         out = op(query[:, :, 0].contiguous(), key[:, :, 0], value[:, :, 0], module.layer_idx, context, run_id)
         return out.unsqueeze(1), None
 
-    AttentionInterface.register(PAGED_BF16_ATTN, attention)
-    prev = model.config._attn_implementation
-    model.set_attn_implementation(PAGED_BF16_ATTN)
-    cache, sess = None, {}
     try:
-        cache = _PassThroughCache(config=cfg, max_cache_len=1)
-        ids = torch.ones(batch, 1, dtype=torch.long, device=device)
-        pos = torch.full((batch, 1), context, dtype=torch.long, device=device)
-        ck = {_cache_kwarg(model): cache, "use_cache": True}
-
-        def reset():  # nothing moves between steps: the op writes slot ``context`` every time
-            pass
-
-        f = compiled_forward(model) if compile else model
-
-        def fwd():
-            return f(input_ids=ids, position_ids=pos, **ck).logits
-
-        sess.update(cache=cache, reset=reset, fwd=fwd, pools=pools,
-                    kv_alloc_bytes=sum(p.numel() * p.element_size() for p in pools))
-        yield sess
+        with _attention_session(model, PAGED_BF16_ATTN, attention, _pass_through_cache()(config=cfg, max_cache_len=1),
+                                context, batch, device, compile, lambda: None, pools=pools,
+                                kv_alloc_bytes=sum(p.numel() * p.element_size() for p in pools)) as sess:
+            yield sess  # reset: nothing moves between steps, the op writes slot ``context`` every time
     finally:
-        model.set_attn_implementation(prev)
-        sess.clear()  # the caller's reference to the dict must not keep the pools alive
-        cache = None
         pools.clear()
         _PAGED_BF16_RUNS.pop(run_id, None)
-        gc.collect()
-        if device != "cpu":
-            torch.cuda.empty_cache()
 
 
 def capture_bf16(sess, device, compile, backend=None):
