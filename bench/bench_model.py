@@ -71,6 +71,13 @@ def log(*a):
     print(*a, flush=True)
 
 
+def error_text(e: BaseException, n: int = 300) -> str:
+    """One line for a run that failed (a backend without a kernel for the shape, a missing package): the
+    exception's type and the first ``n`` characters of its first line."""
+    first = (str(e).splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first[:n]}"
+
+
 def load_config(path):
     from transformers import AutoConfig
 
@@ -318,7 +325,6 @@ def _attention_session(model, name, attention, cache, context, batch, device, co
     finally:
         model.set_attn_implementation(prev)
         sess.clear()
-        cache = None
         gc.collect()
         if device != "cpu":
             torch.cuda.empty_cache()
@@ -503,6 +509,14 @@ SDPA_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
 PAGED_BF16_DECODES = {"FLASHINFER": "flashinfer", "PAGED_TORCH": "torch"}  # PAGED_TORCH: the glue's CPU check
 
 
+def bf16_backend_session(model, cfg, context, batch, device, compile, backend):
+    """(session, SDPA backend for ``capture_bf16``) of one BF16 backend name: one of ``PAGED_BF16_DECODES``
+    (``paged_bf16_session``), else an SDPA backend (None: torch's choice) over a StaticCache (``bf16_session``)."""
+    if backend in PAGED_BF16_DECODES:
+        return paged_bf16_session(model, cfg, context, batch, device, compile, PAGED_BF16_DECODES[backend]), None
+    return bf16_session(model, cfg, context, batch, device, compile), backend
+
+
 def _time_bf16(sess, device, compile, backend, steps):
     try:
         t0 = time.perf_counter()
@@ -513,7 +527,7 @@ def _time_bf16(sess, device, compile, backend, steps):
         del graph
         return r
     except Exception as e:  # a backend that does not support the shape
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        return {"error": error_text(e, 200)}
 
 
 def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backends=None):
@@ -532,11 +546,12 @@ def bench_bf16(model, cfg, context, batch, steps, device, compile=False, backend
             alloc = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in sess["cache"].layers)
     for name in (b for b in backends if b in PAGED_BF16_DECODES):
         try:
-            with paged_bf16_session(model, cfg, context, batch, device, compile, PAGED_BF16_DECODES[name]) as sess:
+            session, _ = bf16_backend_session(model, cfg, context, batch, device, compile, name)
+            with session as sess:
                 results[name] = {**_time_bf16(sess, device, compile, None, steps), "kv_alloc_bytes": sess["kv_alloc_bytes"]}
                 alloc = alloc or sess["kv_alloc_bytes"]
         except Exception as e:  # FlashInfer not installed, or no kernel for the shape
-            results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            results[name] = {"error": error_text(e, 200)}
     ok = {k: v for k, v in results.items() if "step_ms" in v}
     best = min(ok, key=lambda k: ok[k]["step_ms"]) if ok else None
     return {"backends": results, "best": best, "step_ms": ok[best]["step_ms"] if best else None,
@@ -593,7 +608,7 @@ def run_model(name, cfg, args, device, bw, out):
                 r["bits_per_element_allocated"] = 8 * r["kv_alloc_bytes"] / (2 * L * hkv * d * ctx)
                 row[meth] = r
             except Exception as e:
-                row[meth] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+                row[meth] = {"error": error_text(e)}
             log(f"  {ctx:>6} {meth:14s} {json.dumps(row[meth])[:400]}")
         rec["batch1"].append(row)
         out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
@@ -613,7 +628,7 @@ def run_model(name, cfg, args, device, bw, out):
                 r["tokens_per_s"] = b / (r["step_ms"] / 1e3)
                 eq[meth] = r
             except Exception as e:
-                eq[meth] = {"batch": b, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+                eq[meth] = {"batch": b, "error": error_text(e)}
             log(f"  equal-memory {meth:14s} {json.dumps(eq[meth])[:400]}")
         rec["equal_memory"] = eq
     out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
@@ -688,7 +703,7 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
                         "greedy": [int(x.argmax()) for x in got]}
             del cache
         except Exception as e:
-            res[run] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}", "seconds": time.time() - t0}
+            res[run] = {"error": error_text(e), "seconds": time.time() - t0}
         finally:
             tfi.sdpa_attention_forward = sdpa
             LayerPlan.dequantize_k, LayerPlan.dequantize_v = deq_k, deq_v

@@ -153,7 +153,7 @@ def main():
                 out["runs"].append(one(method, mode == "compiled", model, cfg, rot, args, device))
             except Exception as e:
                 out["runs"].append({"method": method, "compiled": mode == "compiled",
-                                    "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"})
+                                    "error": bm.error_text(e)})
                 bm.log(f"{method} {mode}: ERROR {out['runs'][-1]['error']}")
             Path(args.out).write_text(json.dumps(out, indent=1))
     bm.log(f"wrote {args.out}")

@@ -89,13 +89,10 @@ def _bf16_replay(model, cfg, args, device, context, batch, backend) -> float:
     """Replay ms of BF16's compiled step under ``backend`` (an SDPA backend name, "default", or one of
     bench_model's paged decodes: "FLASHINFER", "PAGED_TORCH")."""
     torch._dynamo.reset()  # a new attention function: a new compilation
-    if backend in bm.PAGED_BF16_DECODES:
-        session = bm.paged_bf16_session(model, cfg, context, batch, device, True, bm.PAGED_BF16_DECODES[backend])
-        backend = None
-    else:
-        session = bm.bf16_session(model, cfg, context, batch, device, compile=True)
+    session, sdpa = bm.bf16_backend_session(model, cfg, context, batch, device, True,
+                                            None if backend == "default" else backend)
     with session as s:
-        graph, step = bm.capture_bf16(s, device, True, None if backend == "default" else backend)
+        graph, step = bm.capture_bf16(s, device, True, sdpa)
         return bm.replay_ms(graph, args.replays, device, before=s["reset"])
 
 
@@ -115,7 +112,7 @@ def bf16_variants(model, cfg, args, device, shapes: dict) -> dict:
                     try:
                         per[be] = _bf16_replay(model, cfg, args, device, context, batch, be)
                     except Exception as e:  # FlashInfer missing, or a backend without a kernel for the shape
-                        per[be] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                        per[be] = bm.error_text(e, 200)
                     bm.log(f"bf16  full/{be:16s} {per[be]}")
                 ok = {k: v for k, v in per.items() if not isinstance(v, str)}
                 if not ok:
