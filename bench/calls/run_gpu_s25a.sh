@@ -1,6 +1,7 @@
 #!/bin/bash
-# Twenty-fifth session, branch fused-rotation-mma (58a107b): run_gpu_s22b.sh without its 8B step ablation (the
-# session's device time is short: one start was refused), i.e. the branch's validation before it is merged:
+# Twenty-fifth session, branch fused-rotation-mma (58a107b): the twenty-second session's run_gpu_s22b.sh (never run;
+# removed, its 8B step ablation moved to run_gpu_s25b.sh) without that ablation (the session's device time was short),
+# i.e. the branch's validation before it is merged:
 # 1. the kernel GPU suite; 2. the decode kernel against main's in the same call, alternating (variants 4 and 10 at
 # 128K / 32K, batch 1 / 32); 3. the append with R_K fused vs rotate_with_keys + plain append; 4. the paged-cache GPU
 # tests (generate through the fused path against the references).
