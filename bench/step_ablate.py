@@ -6,8 +6,10 @@ and the decode kernel early), so the marginal cost of a part is measured here as
     PYTHONPATH=src python3 bench/step_ablate.py --smoke       # tiny config on CPU: checks the script
 
 OSCAR variants (one paged cache, the graph re-captured per variant; skipped parts give wrong numbers, only the
-time matters): ``full``; ``no_append`` (write_kv does nothing); ``no_decode`` (the decode kernel does not
-run); ``no_kv`` (neither). BF16 variants (compiled like bench_model.py): ``full``, the fastest of
+time matters): ``full``; ``no_append`` (write_kv does nothing: with R_K fused into the append, the step's q / k
+rotation goes with it, and the queries are only copied into the rotated-query buffer, one copy kernel per layer, so
+that the decode kernel reads defined values); ``no_decode`` (the decode kernel does not run); ``no_kv``
+(neither). BF16 variants (compiled like bench_model.py): ``full``, the fastest of
 ``--bf16-backends`` (cuDNN SDPA over a StaticCache and FlashInfer's paged decode by default, each in
 ``full_backends``), and ``no_attention`` (SDPA's attention function returns zeros, another compilation). Also
 ``steps_ms``: real decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also
@@ -45,7 +47,10 @@ import oscarkv.kernels as K  # noqa: E402
 
 def oscar_variants(model, cfg, rot, args, device) -> tuple[dict, int]:
     real_write, real_decode = K.write_kv, K.decode_attention
-    skip_write = lambda *a, **k: None  # noqa: E731
+
+    def skip_write(*a, q=None, q_out=None, **k):
+        if q_out is not None:  # the fused-rotation append also writes the rotated queries: keep them defined
+            q_out.copy_(q)
     skip_decode = lambda q, *a, out=None, **k: out  # noqa: E731
     variants = {"full": (real_write, real_decode), "no_append": (skip_write, real_decode),
                 "no_decode": (real_write, skip_decode), "no_kv": (skip_write, skip_decode)}
