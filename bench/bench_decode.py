@@ -422,14 +422,17 @@ def bench_flashinfer(B, L, dev, kv_dtype):
     return t, nbytes
 
 
-def bench_append(B, dev, backend, steps=16, rotation=None):
+def bench_append(B, dev, backend, steps=16, rotation=None, pad=0):
     """Steady-state decode steps of B sequences (past the windows): per step one row per sequence into the
     ring, and once per 16 steps a whole page per sequence quantized into INT2. Returns seconds per step
     (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer).
 
     ``rotation`` (branch fused-rotation): "fused": R_K applied inside the append to the new K rows and the step's
     queries (GQA 4: write_kv(..., rotation=, q=, q_out=)); "gemm": the same work as the unfused step does it,
-    ``rotation.rotate_with_keys`` (one fp32 GEMM per KV head, casts) then the plain append."""
+    ``rotation.rotate_with_keys`` (one fp32 GEMM per KV head, casts) then the plain append.
+
+    ``pad`` > 0: each step's page view padded to ``pad * B`` pages (``WritePlan.pad_pages``), as the fixed tables
+    of a graph-captured model step are (``PagedState``: one page per row since 2026-12-05, three before)."""
     cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
     L0 = SINK + RECENT + 40
     nb = B * (-(-(L0 + steps) // BS) + 2) + 4
@@ -442,6 +445,8 @@ def bench_append(B, dev, backend, steps=16, rotation=None):
     write_kv(pool, torch.randn(B * L0, HKV, D, device=dev).bfloat16(), torch.randn(B * L0, HKV, D, device=dev).bfloat16(),
              cache.plan_append(ids, [L0] * B), backend=backend)
     plans = [cache.plan_append(ids, [1] * B).to(dev) for _ in range(steps)]
+    if pad:
+        plans = [p.pad_pages(pad * B) for p in plans]
     n_dem = sum(int(p.demote_src.numel() > 0) for p in plans)
     k = torch.randn(B, HKV, D, device=dev).bfloat16()
     v = torch.randn(B, HKV, D, device=dev).bfloat16()
@@ -539,6 +544,8 @@ def main():
     ap.add_argument("--alt-src", action="append", default=[],
                     help="the fused-rotation append timed again with the library built from this .cu (prebuilt into "
                          "$OSCARKV_KERNEL_CACHE: the cache is keyed by the source)")
+    ap.add_argument("--append-pad", default="0", help="pages per row the append's page view is padded to, a list "
+                    "(0 = the step's own pages; 1 = a graph-captured model step since 2026-12-05, 3 before)")
     ap.add_argument("--append-rotation", default="",
                     help="also time the append with R_K: 'fused' (in the kernel), 'gemm' (rotate_with_keys first), both")
     ap.add_argument("--early-reads", type=int, default=1, help="CudaDecodeConfig.early_reads for our kernel (as the "
@@ -727,25 +734,26 @@ def main():
         t = time_calls([lambda: x.add_(1.0)] * 16)
         res["launch_floor_us"] = t * 1e6
         log(f"launch floor (graph of 16 tiny elementwise kernels): {t * 1e6:.2f} us per kernel")
-    runs = [("cuda", 0, None, None), ("cuda", 1, None, None), ("triton", 0, None, None)]
-    runs += [("cuda", 1, r, None) for r in a.append_rotation.split(",") if r]
-    runs += [("cuda", 1, "fused", src) for src in a.alt_src if "fused" in a.append_rotation]
+    pads = [int(x) for x in a.append_pad.split(",") if x]
+    runs = [("cuda", 0, None, None, 0), ("cuda", 1, None, None, 0), ("triton", 0, None, None, 0)]
+    runs += [("cuda", 1, r, None, pad) for r in a.append_rotation.split(",") if r for pad in pads]
+    runs += [("cuda", 1, "fused", src, pad) for src in a.alt_src if "fused" in a.append_rotation for pad in pads]
     from oscarkv.kernels import cuda_ops  # (imported above only on a GPU)
 
     main_src = cuda_ops._SRC
     for B in ([] if a.no_append or SMOKE else [int(x) for x in a.append_batches.split(",")]):
-        for backend, pdl, rot, src in runs:
+        for backend, pdl, rot, src, pad in runs:
             if backend == "cuda":
                 cuda_ops.USE_PDL = bool(pdl)
                 if (src and Path(src) != cuda_ops._SRC) or (not src and cuda_ops._SRC != main_src):
                     cuda_ops._SRC, cuda_ops._LIB = Path(src) if src else main_src, None  # library of another source
             try:
-                t, n_dem = bench_append(B, dev, backend, rotation=rot)
+                t, n_dem = bench_append(B, dev, backend, rotation=rot, pad=pad)
             except Exception as e:
                 log(f"append {backend} B={B} rotation={rot} failed: {type(e).__name__}: {str(e)[:200]}")
                 continue
-            tag = f" [{Path(src).name}]" if src else ""
-            app.append(dict(batch=B, backend=backend, pdl=pdl, rotation=rot, source=src, us_per_step=t * 1e6,
+            tag = (f" [{Path(src).name}]" if src else "") + (f" pad={pad}" if pad else "")
+            app.append(dict(batch=B, backend=backend, pdl=pdl, rotation=rot, source=src, pad=pad, us_per_step=t * 1e6,
                             us_per_token=t * 1e6 / B, steps=16, demotion_steps=n_dem))
             log(f"append {backend:6s} pdl={pdl} rotation={rot}{tag} B={B:>3}: {t * 1e6:7.2f} us per step (amortized over 16 "
                 f"steps, {n_dem} with a page demotion), {t * 1e6 / B:6.3f} us per token (one layer, {HKV} KV heads, K+V)")

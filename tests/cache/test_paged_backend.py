@@ -8,6 +8,7 @@ import torch
 
 from oscarkv.cache import OscarCache
 from oscarkv.errors import InputError, StateError
+from oscarkv.kernels import NULL_BLOCK
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
 from tinymodels import left_pad
 from tinymodels import oscar_generate as run
@@ -166,16 +167,25 @@ def test_incremental_static_tables_equal_full_metadata():
     st.begin_forward(60)
     st.end_forward()  # planner only: no layer runs here
     st.make_static()
+    lens0 = st.row_lengths()
+    written = []  # int2 blocks in the step page tables (the CUDA append's page view): one page per row at most
     for _ in range(200):
         before = st.row_lengths()
         st.begin_forward(1)
         st.end_forward()
         assert st.static_pos.tolist() == before  # the step's positions, uploaded with the plan
+        dst, src = st._static_page_parts
+        assert dst.shape[0] == 3  # batch x page / block_size
+        real = dst != NULL_BLOCK
+        assert (src[~real] == -1).all() and (src[real] >= 0).all()  # padding has no sources; demotions from hp
+        written += dst[real].tolist()
         full = st.mgr.metadata([0, 1, 2])
         sm = st.static_meta
         for a, b in ((sm.hp_block_tables, full.hp_block_tables), (sm.int2_block_tables, full.int2_block_tables)):
             assert torch.equal(a[:, : b.shape[1]], b) and not a[:, b.shape[1]:].any()
         assert torch.equal(sm.hp_lens, full.hp_lens) and torch.equal(sm.int2_lens, full.int2_lens)
+    grown = sum(st.mgr.int2_len(t) - st.mgr.int2_len(t0) for t, t0 in zip(st.row_lengths(), lens0))
+    assert written and sorted(written) == sorted(set(written)) and len(written) * 16 == grown  # each new block once
 
 
 def test_generate_stops_at_eos(model, config, rotations):

@@ -14,6 +14,7 @@ from oscarkv.kernels import (
     decode_attention,
     gather_sequence,
 )
+from oscarkv.errors import StateError
 from oscarkv.quant import fake_quantize
 
 
@@ -49,6 +50,22 @@ def test_plan_append_is_all_or_nothing():
         cache.plan_append(["a", "b"], [4, 20])  # needs 1 + 2 int2 blocks, 1 free
     assert cache.length("a") == 20 and cache.length("b") == 0
     assert cache.int2_alloc.num_free == 1
+
+
+def test_padded_page_view_keeps_the_pages_and_pads_with_null_pages():
+    """A graph step's fixed page table (WritePlan.pad_pages / fill_page_view): the plan's pages first, then the
+    null block with no sources (which the CUDA append skips); a plan larger than the table is refused."""
+    cache = MixedKVCache(num_int2_blocks=16, num_hp_blocks=32, block_size=4, sink=4, recent=8)
+    cache.add("a")
+    plan = cache.plan_append(["a"], [20])  # 2 int2 blocks of new rows
+    padded = plan.pad_pages(5)
+    n = plan.page_dst.shape[0]
+    assert n == 2 and padded.page_dst.shape == (5,) and padded.page_src.shape == (5, 4)
+    assert torch.equal(padded.page_dst[:n], plan.page_dst) and torch.equal(padded.page_src[:n], plan.page_src)
+    assert (padded.page_dst[n:] == NULL_BLOCK).all() and (padded.page_src[n:] == -1).all()
+    assert (plan.page_dst != NULL_BLOCK).all()
+    with pytest.raises(StateError, match="fixed page table holds 1"):
+        plan.pad_pages(1)
 
 
 def test_window_lengths_and_block_ownership():

@@ -367,8 +367,11 @@ class PagedState:
         nd = b * max(1, self.page)
         plan_sizes = (b, b, nd, nd)
         # one upload per step: the four plan lists, hp / int2 lengths, positions, the kernels' page view
+        # the page view: a decode step (one token per row) demotes at most one page per row, page / bs whole
+        # blocks (int2 lengths are multiples of the page, itself a multiple of bs when there is a page view);
+        # the padding (null pages) costs the CUDA append one load per page
         bs = self.mgr.block_size
-        self._npg = b * (max(1, self.page) // bs + 2)
+        self._npg = b * max(1, self.page // bs)
         self._upload = _StepUpload(plan_sizes + (b, b, b, self._npg, self._npg * bs), dev)
         parts = self._upload.dev_parts()
         for t in parts:
@@ -424,17 +427,11 @@ class PagedState:
         hp[4].copy_(torch.tensor([self.mgr.hp_len(t) for t in lens]))
         hp[5].copy_(torch.tensor([self.mgr.int2_len(t) for t in lens]))
         hp[6].copy_(torch.tensor(lens_before))
-        # the kernels' page view (tile16 layout): padded pages write into the reserved null block 0. Always
+        # the kernels' page view (tile16 layout), padded with null pages that the CUDA append skips. Always
         # filled (a ring slot holds an older step's values)
-        from ..kernels import NULL_BLOCK
-
-        hp[7].fill_(NULL_BLOCK)
-        hp[8].fill_(-1)
-        if plan.page_dst is not None:
-            if sp.page_dst is None:
-                sp.page_dst, sp.page_src = self._static_page_parts
-            hp[7][: plan.page_dst.shape[0]] = plan.page_dst
-            hp[8].view(self._npg, -1)[: plan.page_src.shape[0]] = plan.page_src
+        plan.fill_page_view(hp[7], hp[8].view(self._npg, -1))
+        if plan.page_dst is not None and sp.page_dst is None:
+            sp.page_dst, sp.page_src = self._static_page_parts
         self._upload.send()
         if incremental:  # the lengths: device-side casts into the int32 tables of the step's DecodeMeta
             sm.hp_lens.copy_(self._static_lens[0])

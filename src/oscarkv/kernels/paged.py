@@ -308,6 +308,30 @@ class WritePlan:
         return WritePlan(*(t.to(device) for t in (self.hp_slots, self.int2_slots, self.demote_src, self.demote_dst)),
                          self.fusable, mv(self.page_dst), mv(self.page_src))
 
+    def fill_page_view(self, page_dst: torch.Tensor, page_src: torch.Tensor) -> None:
+        """Write this plan's page view into fixed-size buffers ``page_dst [N]``, ``page_src [N, block_size]``
+        (a graph-captured step's tables): its pages first, the rest padding, ``NULL_BLOCK`` with sources -1,
+        which the CUDA append kernel skips (a padded page costs one load, no quantization)."""
+        n = 0 if self.page_dst is None else self.page_dst.shape[0]
+        if n > page_dst.shape[0]:
+            raise StateError(f"this step writes {n} int2 pages, the step's fixed page table holds "
+                             f"{page_dst.shape[0]}; this should not happen (one page per row and step)")
+        page_dst.fill_(NULL_BLOCK)
+        page_src.fill_(-1)
+        if n:
+            page_dst[:n] = self.page_dst
+            page_src[:n] = self.page_src
+
+    def pad_pages(self, num_pages: int) -> "WritePlan":
+        """This plan with its page view padded to ``num_pages`` pages (``fill_page_view``), on its device."""
+        if self.page_src is None:
+            raise InputError("pad_pages needs a plan with a page view (MixedKVCache page a multiple of block_size)")
+        bs = self.page_src.shape[1]
+        dst = torch.empty(num_pages, dtype=torch.int64, device=self.hp_slots.device)
+        src = torch.empty(num_pages, bs, dtype=torch.int64, device=self.hp_slots.device)
+        self.fill_page_view(dst, src)
+        return WritePlan(self.hp_slots, self.int2_slots, self.demote_src, self.demote_dst, self.fusable, dst, src)
+
 
 class _Seq:
     __slots__ = ("length", "hp_blocks", "int2_blocks")

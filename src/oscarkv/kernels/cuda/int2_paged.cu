@@ -1246,6 +1246,7 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
 }
 
 constexpr int kAppendWarps = 16;  // one warp per row of a page
+constexpr int64_t kNullBlock = 0;  // kernels/paged.py NULL_BLOCK: never a page's destination, padding only
 constexpr int kRotCols = 64;      // columns (K rows and queries) per rotation CTA of the append (8 n-tiles)
 
 // x @ R for one row held by a warp (lane l holds elements l + 32 e), R [D, D] fp32 in global memory: the rare
@@ -1357,6 +1358,11 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
     rotate_cta<T, D>(p, h, (rc - row_ctas) * kRotCols);
     return;
   }
+  // a padded page of a graph-captured step's fixed page table (WritePlan.fill_page_view: the null block, no
+  // sources) does nothing (until 2026-12-05 each was quantized into the null block: the Qwen3-8B step's append
+  // at batch 59, 32K, took 5.4 of 28.4 ms on an H100, bench/results/2026-12-05_s23a_*). page_dst comes from host copies,
+  // never from a kernel of the step, so it is read before the wait; a CTA that exits lets the next kernel start.
+  if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages && p.page_dst[blockIdx.x >> 1] == kNullBlock) return;
   pdl_begin();
   if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages) {
     const int pg = blockIdx.x >> 1, which = blockIdx.x & 1;

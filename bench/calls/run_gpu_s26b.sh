@@ -1,0 +1,18 @@
+#!/bin/bash
+# Twenty-sixth session, the call after run_gpu_s26a.sh (same tree). One GPU, < 10 min, carry [".whl", ".kcache"]:
+#   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s26b.sh
+# With the padded pages skipped: issue 8's Qwen3-4B table (128K batch 1 vs the ideal 2.53x; equal memory at 32K),
+# then the Qwen3-8B 128K batch-1 step ablation (where the step goes; run_gpu_s25b.sh measured 0.366 ms of append
+# with the padding).
+set -u
+T="$(date +%Y-%m-%d)_s26b"
+source bench/gpu_env.sh
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s26
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+timeout 330 python3 bench/bench_model.py --models qwen3-4b --contexts 131072 --modes compiled \
+  --tput-context 32768 --fuse-projections --steps 20 --out "$OUT/${T}_bench_model_qwen3-4b.json" \
+  > "$OUT/${T}_bench_model_qwen3-4b.log" 2>&1
+t "bench_model 4B rc=$?"; grep -E "oscar_compiled|bf16_compiled|equal|Error|error" "$OUT/${T}_bench_model_qwen3-4b.log" | cut -c1-400
+timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model qwen3-8b --context 131072 --bf16-backends CUDNN_ATTENTION \
+  --out "$OUT/${T}_ablate_8b.json" > "$OUT/${T}_ablate_8b.log" 2>&1
+t "ablate 8B rc=$?"; grep -E "oscar |bf16 |OSCAR:|BOUND|rror" "$OUT/${T}_ablate_8b.log" | cut -c1-220
