@@ -79,6 +79,32 @@ def test_cuda_append_with_fused_rotation_matches_torch(d, shared, strided):
             assert frac <= 1e-3, f"{f}: {frac:.2e} of the bytes differ"
 
 
+def test_cuda_append_skips_the_padded_pages_of_a_graph_step():
+    """A graph-captured step's fixed page table (WritePlan.pad_pages, as PagedState.make_static fills it): the
+    CUDA append with the padding writes exactly what it writes without (R_K fused, the model's path), and the
+    null block's records stay zero (until 2026-12-05 every padded page was quantized into it at every step)."""
+    from oscarkv.kernels import NULL_BLOCK
+
+    lens, hkv, d, G = [3, 29, 70, 200, 513], 2, 128, 4
+    kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, layout="tile16", device="cuda", blocks=160)
+    ca, pa, ids, _ = build(lens, backend="cuda", **kw)
+    cb, pb, _, _ = build(lens, backend="cuda", **kw)
+    g = torch.Generator().manual_seed(9)
+    r = torch.linalg.qr(torch.randn(1, d, d, generator=g, dtype=torch.float64))[0].float().contiguous().cuda()
+    int2 = [f for f in POOL if not f.endswith("_hp")]
+    assert not any(getattr(pb, f)[NULL_BLOCK].any() for f in int2)
+    for _ in range(40):  # one row per sequence and step, a page demoted every 16 steps
+        k, v = (torch.randn(len(lens), hkv, d, generator=g).bfloat16().cuda() for _ in range(2))
+        q = torch.randn(len(lens), hkv * G, d, generator=g).bfloat16().cuda()
+        qa, qb = torch.empty_like(q), torch.empty_like(q)
+        write_kv(pa, k, v, ca.plan_append(ids, [1] * len(lens)), backend="cuda", rotation=r, q=q, q_out=qa)
+        plan = cb.plan_append(ids, [1] * len(lens)).to("cuda").pad_pages(3 * len(lens))
+        write_kv(pb, k, v, plan, backend="cuda", rotation=r, q=q, q_out=qb)
+        assert torch.equal(qa, qb)
+    _pools_equal(pa, pb)
+    assert not any(getattr(pb, f)[NULL_BLOCK].any() for f in int2)
+
+
 def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, **plan_kw):
     cache, pool, ids, _ = build(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
                                 backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64)
