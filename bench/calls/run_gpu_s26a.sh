@@ -20,7 +20,7 @@ timeout 100 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_ker
 t "kernel tests rc=$?"; grep -E "^E .*rel err|FAILED|passed|failed|rror" "$OUT/${T}_kernel_tests.log" | tail -6 | cut -c1-300
 timeout 120 python3 -m pytest -q -s -p no:cacheprovider tests/cache/test_gpu_paged.py > "$OUT/${T}_cache_tests.log" 2>&1
 t "paged tests rc=$?"; grep -E "^FAILED|passed|failed|padded|^E  " "$OUT/${T}_cache_tests.log" | tail -8 | cut -c1-250
-timeout 90 python3 bench/bench_decode.py --pdl 1 --contexts "" --no-flashinfer --no-triton --append-batches 1,32,59,256 \
+timeout 120 python3 bench/bench_decode.py --pdl 1 --contexts "" --no-flashinfer --no-triton --append-batches 1,32,59,256 \
   --append-rotation fused --append-pad 0,1,3 --alt-src bench/alt_int2_paged_main.cu \
   --out "$OUT/${T}_append.json" > "$OUT/${T}_append.log" 2>&1
 t "append rc=$?"; grep -E "^append.*rotation=fused|rror" "$OUT/${T}_append.log" | cut -c1-160
