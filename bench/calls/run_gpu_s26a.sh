@@ -1,6 +1,6 @@
 #!/bin/bash
 # Twenty-sixth session, for the next device call (branch skip-null-pages, or main after it is merged). One GPU,
-# < 10 min, carry [".whl", ".kcache", "bench/alt_int2_paged_main.cu"] (.kcache: this tree's library, d2c2314598dfff6f,
+# < 10 min, carry [".whl", ".kcache", "bench/alt_int2_paged_main.cu"] (.kcache: this tree's library, 578425ff6d544de1,
 # and main's, c26d0e582bbb4e3a = aefc9e0's .cu, for the A/B; the .cu itself is read for the cache key). Run as
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s26a.sh
 # Why: the twenty-sixth session's equal-memory ablation (run_gpu_s23a.sh, H100) found the Qwen3-8B step's append

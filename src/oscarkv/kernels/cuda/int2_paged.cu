@@ -1362,9 +1362,11 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
   // sources) does nothing (until 2026-12-05 each was quantized into the null block: the Qwen3-8B step's append
   // at batch 59, 32K, took 5.4 of 28.4 ms on an H100, bench/results/2026-12-05_s23a_*). page_dst comes from host copies,
   // never from a kernel of the step, so it is read before the wait; a CTA that exits lets the next kernel start.
-  if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages && p.page_dst[blockIdx.x >> 1] == kNullBlock) return;
+  const bool page_cta = p.do_pages && (int)blockIdx.x < 2 * p.n_pages;
+  const int64_t blk = page_cta ? p.page_dst[blockIdx.x >> 1] : kNullBlock;  // this page CTA's int2 block
+  if (page_cta && blk == kNullBlock) return;
   pdl_begin();
-  if (p.do_pages && (int)blockIdx.x < 2 * p.n_pages) {
+  if (page_cta) {
     const int pg = blockIdx.x >> 1, which = blockIdx.x & 1;
     __shared__ uint8_t codes[kTile][D];
     __shared__ __half scz[2][kTile];
@@ -1389,7 +1391,6 @@ __global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendP
       quant_row<D>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si]);
     }
     __syncthreads();
-    const int64_t blk = p.page_dst[pg];
     if (warp == 0) {  // pack the page's codes into lane fragments
       const int g = lane >> 2, t = lane & 3;
       uint32_t words[NW];
