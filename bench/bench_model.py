@@ -730,6 +730,24 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     Path(args.out).write_text(json.dumps(out, indent=1))
 
 
+def force_decode_variant(variant: int) -> None:
+    """Make every ``DecodePlan`` of this process run kernel ``variant`` (the paged cache builds its plans with
+    ``CudaDecodeConfig(early_reads=True)``; the rule that picks a variant stays in ``DecodePlan``): a bench-only
+    experiment, to time a model step with the variant a kernel sweep found fastest on the card at hand."""
+    import dataclasses
+
+    from oscarkv.kernels import cuda_ops
+
+    init = cuda_ops.DecodePlan.__init__
+
+    def with_variant(self, batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype=torch.bfloat16,
+                     config=None, **kw):
+        config = dataclasses.replace(config or cuda_ops.CudaDecodeConfig(), variant=variant)
+        init(self, batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype, config, **kw)
+
+    cuda_ops.DecodePlan.__init__ = with_variant
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="qwen3-8b,qwen3-4b")
@@ -751,9 +769,14 @@ def main():
                     help="torch.compile(dynamic=False): one compilation per context length / batch")
     ap.add_argument("--fuse-projections", action="store_true",
                     help="oscarkv.integrations.transformers.fuse_projections: q/k/v and gate/up as one GEMM each (all modes)")
+    ap.add_argument("--decode-variant", type=int, default=None,
+                    help="an experiment: every CUDA DecodePlan of this run uses this kernel variant instead of "
+                         "DecodePlan's default rule (force_decode_variant)")
     ap.add_argument("--out", default="bench_model.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
+    if args.decode_variant is not None:
+        force_decode_variant(args.decode_variant)
     args.contexts = [int(x) for x in args.contexts.split(",") if x]
     args.modes = args.modes.split(",")
     args.generate_refs = [x for x in args.generate_refs.split(",") if x]

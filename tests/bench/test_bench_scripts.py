@@ -55,6 +55,22 @@ def test_equal_memory_batches_are_the_largest_that_fit(bm):
     assert (capped["oscar_batch"], capped["bf16_batch"]) == (3, min(3, eq["bf16_batch"]))
 
 
+def test_force_decode_variant_sets_the_variant_of_every_plan(bm, monkeypatch):
+    """--decode-variant: the paged cache's plans (built with CudaDecodeConfig(early_reads=True)) run the given
+    variant and keep the rest of their config; checked on the config DecodePlan receives (no GPU here)."""
+    from oscarkv.kernels import cuda_ops
+
+    seen = []
+    monkeypatch.setattr(cuda_ops.DecodePlan, "__init__", lambda self, *a, **k: seen.append((a, k)))
+    bm.force_decode_variant(4)
+    cuda_ops.DecodePlan(59, 32, 8, 128, None, "cuda", torch.bfloat16, cuda_ops.CudaDecodeConfig(early_reads=True))
+    cuda_ops.DecodePlan(1, 32, 8, 128, None, "cuda")
+    (a1, _), (a2, _) = seen
+    assert a1[:7] == (59, 32, 8, 128, None, "cuda", torch.bfloat16) and a2[:6] == (1, 32, 8, 128, None, "cuda")
+    assert a1[7] == cuda_ops.CudaDecodeConfig(variant=4, early_reads=True)
+    assert a2[7] == cuda_ops.CudaDecodeConfig(variant=4)
+
+
 def test_equal_memory_bound_arithmetic():
     step_ablate = bench_module("step_ablate")
     out = {"copy_bandwidth_Bps": 4e12, "kv_read_bytes": 40e9, "equal_memory": {"oscar_batch": 60, "bf16_batch": 8},
