@@ -1,5 +1,5 @@
 #!/bin/bash
-# Twenty-sixth session, the call after run_gpu_s26a.sh (same tree). One GPU, < 10 min, carry [".whl", ".kcache"]:
+# Twenty-sixth session, planned after run_gpu_s26a.sh (never run; run_gpu_s27a.sh ran in its place, with this script's 4B table). One GPU, < 10 min, carry [".whl", ".kcache"]:
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s26b.sh
 # With the padded pages skipped: issue 8's Qwen3-4B table (128K batch 1 vs the ideal 2.53x; equal memory at 32K),
 # then the Qwen3-8B 128K batch-1 step ablation (where the step goes; run_gpu_s25b.sh measured 0.366 ms of append

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Twenty-seventh session: the one-call version of run_gpu_s26a.sh + s26b.sh, for when the device budget leaves one
+# Twenty-seventh session: the one-call version of the twenty-sixth session's run_gpu_s26a.sh (removed: never run) + s26b.sh, for when the device budget leaves one
 # call (branch skip-null-pages, or main after it is merged). One GPU, < 10 min, carry [".whl", ".kcache"]:
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s27a.sh
 # 1. the kernel and paged-cache GPU suites (the padded-page test among them); 2. the append with the page view

@@ -369,7 +369,8 @@ class PagedState:
         # one upload per step: the four plan lists, hp / int2 lengths, positions, the kernels' page view
         # the page view: a decode step (one token per row) demotes at most one page per row, page / bs whole
         # blocks (int2 lengths are multiples of the page, itself a multiple of bs when there is a page view);
-        # the padding (null pages) costs the CUDA append one load per page
+        # the padding (null pages) costs the CUDA append a launch and one load per page CTA (~36 ns per page with
+        # 8 KV heads, H100, BENCHMARKS.md twenty-seventh session)
         bs = self.mgr.block_size
         self._npg = b * max(1, self.page // bs)
         self._upload = _StepUpload(plan_sizes + (b, b, b, self._npg, self._npg * bs), dev)

@@ -311,7 +311,7 @@ class WritePlan:
     def fill_page_view(self, page_dst: torch.Tensor, page_src: torch.Tensor) -> None:
         """Write this plan's page view into fixed-size buffers ``page_dst [N]``, ``page_src [N, block_size]``
         (a graph-captured step's tables): its pages first, the rest padding, ``NULL_BLOCK`` with sources -1,
-        which the CUDA append kernel skips (a padded page costs one load, no quantization)."""
+        which the CUDA append kernel skips (a padded page costs its CTAs a launch and one load, no quantization)."""
         n = 0 if self.page_dst is None else self.page_dst.shape[0]
         if n > page_dst.shape[0]:
             raise StateError(f"this step writes {n} int2 pages, the step's fixed page table holds "
