@@ -61,7 +61,7 @@ def oscar_variants(model, cfg, rot, args, device) -> tuple[dict, int]:
         try:
             for name, (w, d) in variants.items():
                 K.write_kv, K.decode_attention = w, d  # PagedState.decode_layer imports them at call time
-                dec.graph = None
+                dec.reset_graphs()
                 dec.step(tok)  # re-capture with this variant
                 r = {"replay_ms": bm.replay_ms(dec.graph, args.replays, device),
                      "steps_ms": bm.time_steps(lambda: dec.step(tok), 8, device) * 1e3}

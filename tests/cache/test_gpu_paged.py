@@ -271,3 +271,49 @@ def test_graph_with_torch_kernels_is_refused_in_one_line():
         torch.randn(3, device="cuda")  # the generator still works
     finally:
         disable_oscar_attention(model)
+
+
+def test_graph_step_per_page_bucket_equals_eager():
+    """The graph step keeps one graph per page-view bucket (PagedState.page_buckets: the step's demoted pages,
+    padded with null pages to 0, 1, 2, 4 or the whole table). Rows of different lengths demote on different
+    steps, so the steps replay several of them; each step's logits equal the same step run eagerly on the same
+    buffers (same kernels, same bytes: equal up to the eager / replayed launch order, 1e-3 here)."""
+    from oscarkv.cache.graph import GraphDecoder, _cache_kwarg
+
+    cfg = _config("qwen3")
+    model = _model(cfg)
+    rot = _rotations(cfg)
+    g = torch.Generator().manual_seed(9)
+    lens = (197, 97, 150, 181, 133)  # 197, 181 and 133 demote at once (3 pages: bucket 4), the others alone
+    n = max(lens)
+    ids = torch.randint(1, 512, (len(lens), n), generator=g).cuda()
+    mask = torch.zeros_like(ids)
+    for b, m in enumerate(lens):
+        mask[b, n - m:] = 1
+    feed = torch.randint(1, 512, (48, len(lens)), generator=torch.Generator().manual_seed(3)).cuda()
+    logits, buckets = {}, {}
+    for use_graph in (False, True):
+        c = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
+        enable_oscar_attention(model, c)
+        try:
+            c.set_padding(mask)
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.no_grad():
+                model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{_cache_kwarg(model): c})
+            dec = GraphDecoder(model, c, use_graph=use_graph)
+            out, seen = [], []
+            for i in range(feed.shape[0]):
+                out.append(dec.step(feed[i]).float().clone())
+                seen.append(c.paged.page_bucket)
+            logits[use_graph], buckets[use_graph] = torch.stack(out), seen
+            if use_graph:
+                assert sorted(dec.graphs) == c.paged.page_buckets() == [0, 1, 2, 4, 5]
+        finally:
+            disable_oscar_attention(model)
+    assert buckets[False] == buckets[True] and {0, 1, 4} <= set(buckets[True]), buckets
+    a, b = logits[False], logits[True]
+    diffs = [float((a[i] - b[i]).abs().max() / a[i].abs().max()) for i in range(a.shape[0])]
+    rec = {"test": "graph step per page bucket vs eager", "buckets": sorted(set(buckets[True])), "max_rel_logit_diff": max(diffs)}
+    _log(rec)
+    print(rec)
+    assert max(diffs) <= 1e-3, rec

@@ -169,6 +169,7 @@ def test_incremental_static_tables_equal_full_metadata():
     st.make_static()
     lens0 = st.row_lengths()
     written = []  # int2 blocks in the step page tables (the CUDA append's page view): one page per row at most
+    buckets = set()
     for _ in range(200):
         before = st.row_lengths()
         st.begin_forward(1)
@@ -178,6 +179,15 @@ def test_incremental_static_tables_equal_full_metadata():
         assert dst.shape[0] == 3  # batch x page / block_size
         real = dst != NULL_BLOCK
         assert (src[~real] == -1).all() and (src[real] >= 0).all()  # padding has no sources; demotions from hp
+        # the kernels see the smallest bucket that holds the step's pages (pages first): a view of the table
+        assert st.page_buckets() == [0, 1, 2, 3]
+        n = int(real.sum())
+        assert real[:n].all() and st.page_bucket == min(b for b in st.page_buckets() if b >= n)
+        sp = st.static_plan
+        assert sp.page_dst.shape[0] == st.page_bucket and sp.page_src.shape == (st.page_bucket, 16)
+        if st.page_bucket:  # (an empty view's data_ptr is 0)
+            assert sp.page_dst.data_ptr() == dst.data_ptr() and sp.page_src.data_ptr() == src.data_ptr()
+        buckets.add(st.page_bucket)
         written += dst[real].tolist()
         full = st.mgr.metadata([0, 1, 2])
         sm = st.static_meta
@@ -186,6 +196,7 @@ def test_incremental_static_tables_equal_full_metadata():
         assert torch.equal(sm.hp_lens, full.hp_lens) and torch.equal(sm.int2_lens, full.int2_lens)
     grown = sum(st.mgr.int2_len(t) - st.mgr.int2_len(t0) for t, t0 in zip(st.row_lengths(), lens0))
     assert written and sorted(written) == sorted(set(written)) and len(written) * 16 == grown  # each new block once
+    assert {0, 1} <= buckets  # rows of different lengths demote on different steps
 
 
 def test_generate_stops_at_eos(model, config, rotations):

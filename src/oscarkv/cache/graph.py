@@ -157,7 +157,8 @@ class GraphDecoder:
         self.ids = torch.zeros(b, 1, dtype=torch.long, device=st.device)
         self.pos = torch.zeros(b, 1, dtype=torch.long, device=st.device)
         self.kw = {_cache_kwarg(model): cache, "use_cache": True}
-        self.graph = None
+        self.graphs = {}  # page-view bucket of the step (PagedState.page_buckets) -> (CUDA graph, its logits)
+        self.graph = None  # the graph the last step replayed
         self.out = None
         self._eager_steps = 0
         self.compile = compile
@@ -175,6 +176,30 @@ class GraphDecoder:
             for layer in cache.layers:
                 layer._query_rotations(hq)
             self._fwd = compiled_forward(model)
+
+    def reset_graphs(self) -> None:
+        """Drop the captured graphs: the next step captures them again (bench/step_ablate.py swaps kernels)."""
+        self.graphs, self.graph, self.out = {}, None, None
+
+    def _capture(self) -> None:
+        """Capture the step once per page-view bucket (``PagedState.page_buckets``; one graph without a page view),
+        all at the first graph step: a capture records kernels without running them, so the buckets this step
+        does not use cost no device work, and no later step waits for a capture. The graphs share one memory
+        pool (they replay one at a time); each keeps its own logits."""
+        st = self.state
+        now = st.page_bucket
+        pool = None
+        try:
+            for n in ([None] if now is None else st.page_buckets()):
+                st.use_page_bucket(n)
+                g = torch.cuda.CUDAGraph()
+                stance = torch.compiler.set_stance("fail_on_recompile") if self.compile else contextlib.nullcontext()
+                with stance, torch.cuda.graph(g, pool=pool):
+                    out = self._forward()
+                pool = g.pool()
+                self.graphs[n] = (g, out)
+        finally:
+            st.use_page_bucket(now)
 
     def _forward(self):
         st = self.state
@@ -209,11 +234,9 @@ class GraphDecoder:
                 out = self._forward()[:, -1]
                 st.end_forward()  # the opaque (compiled) layers do not count themselves
                 return out
-            if self.graph is None:
-                self.graph = torch.cuda.CUDAGraph()
-                stance = torch.compiler.set_stance("fail_on_recompile") if self.compile else contextlib.nullcontext()
-                with stance, torch.cuda.graph(self.graph):
-                    self.out = self._forward()
+            if st.page_bucket not in self.graphs:
+                self._capture()
+            self.graph, self.out = self.graphs[st.page_bucket]
             self.graph.replay()
             st.end_forward()
             return self.out[:, -1]

@@ -368,9 +368,7 @@ class PagedState:
         plan_sizes = (b, b, nd, nd)
         # one upload per step: the four plan lists, hp / int2 lengths, positions, the kernels' page view
         # the page view: a decode step (one token per row) demotes at most one page per row, page / bs whole
-        # blocks (int2 lengths are multiples of the page, itself a multiple of bs when there is a page view);
-        # the padding (null pages) costs the CUDA append a launch and one load per page CTA (~36 ns per page with
-        # 8 KV heads, H100, BENCHMARKS.md twenty-seventh session)
+        # blocks (int2 lengths are multiples of the page, itself a multiple of bs when there is a page view)
         bs = self.mgr.block_size
         self._npg = b * max(1, self.page // bs)
         self._upload = _StepUpload(plan_sizes + (b, b, b, self._npg, self._npg * bs), dev)
@@ -380,9 +378,28 @@ class PagedState:
         self.static_plan = WritePlan(*parts[:4], True)
         self._static_lens = parts[4:6]
         self.static_pos = parts[6]  # positions of this step's tokens (GraphDecoder's position_ids)
-        self._static_page_parts = (parts[7], parts[8].view(self._npg, bs))  # plan.page_dst / page_src once used
+        self._static_page_parts = (parts[7], parts[8].view(self._npg, bs))  # the whole page view
+        self.page_bucket = None  # the page view's length in the step's plan: a bucket of page_buckets()
         self._last_tables = None
         self.graph_capacity = self.capacity
+
+    def page_buckets(self) -> list[int]:
+        """The lengths the graph step's page view is padded to: 0, powers of two, and the whole table (one page
+        per row). A step's pages go first and the rest of its bucket is null pages; GraphDecoder captures one
+        graph per bucket. Why not one graph padded to the whole table: on an H100 each null page cost the CUDA
+        append ~36 ns (its CTAs' launch and exit, 8 KV heads), ~2-6 us per layer-step at batch 59 where only one
+        step in page / 1 demotes (BENCHMARKS.md, twenty-seventh and twenty-eighth sessions)."""
+        out, n = [0], 1
+        while n < self._npg:
+            out.append(n)
+            n *= 2
+        return out + [self._npg]
+
+    def use_page_bucket(self, n: int | None) -> None:
+        """Point the static plan's page view at the first ``n`` pages of the fixed table (None: no page view)."""
+        sp, (dst, src) = self.static_plan, self._static_page_parts
+        sp.page_dst, sp.page_src = (None, None) if n is None else (dst[:n], src[:n])
+        self.page_bucket = n
 
     def _table_may_change(self, t0: int, t1: int) -> bool:
         """Can a row's block tables differ after growing from t0 to t1 tokens? (a new int2 block, a ring
@@ -419,7 +436,6 @@ class PagedState:
                         dst[r, : src.shape[0]].copy_(src, non_blocking=True)
         self._last_lens = lens
         # everything else of the step: one host-to-device copy without a sync (_StepUpload)
-        sp = self.static_plan
         hp = self._upload.host_parts()
         for part, name in zip(hp[:4], ("hp_slots", "int2_slots", "demote_src", "demote_dst")):
             src = getattr(plan, name)
@@ -428,11 +444,13 @@ class PagedState:
         hp[4].copy_(torch.tensor([self.mgr.hp_len(t) for t in lens]))
         hp[5].copy_(torch.tensor([self.mgr.int2_len(t) for t in lens]))
         hp[6].copy_(torch.tensor(lens_before))
-        # the kernels' page view (tile16 layout), padded with null pages that the CUDA append skips. Always
-        # filled (a ring slot holds an older step's values)
+        # the kernels' page view (tile16 layout), padded with null pages that the CUDA append skips, up to the
+        # smallest bucket that holds the step's pages. Always filled (a ring slot holds an older step's values)
         plan.fill_page_view(hp[7], hp[8].view(self._npg, -1))
-        if plan.page_dst is not None and sp.page_dst is None:
-            sp.page_dst, sp.page_src = self._static_page_parts
+        if plan.page_dst is None:
+            self.use_page_bucket(None)
+        else:
+            self.use_page_bucket(next(n for n in self.page_buckets() if n >= plan.page_dst.shape[0]))
         self._upload.send()
         if incremental:  # the lengths: device-side casts into the int32 tables of the step's DecodeMeta
             sm.hp_lens.copy_(self._static_lens[0])
