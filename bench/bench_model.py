@@ -730,22 +730,28 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
     Path(args.out).write_text(json.dumps(out, indent=1))
 
 
-def force_decode_variant(variant: int) -> None:
-    """Make every ``DecodePlan`` of this process run kernel ``variant`` (the paged cache builds its plans with
-    ``CudaDecodeConfig(early_reads=True)``; the rule that picks a variant stays in ``DecodePlan``): a bench-only
-    experiment, to time a model step with the variant a kernel sweep found fastest on the card at hand."""
+def force_decode_plan(variant: int | None = None, int2_split_scale: float | None = None) -> None:
+    """Make every ``DecodePlan`` of this process run kernel ``variant`` and / or its planned INT2 split count times
+    ``int2_split_scale`` (rounded, at least 1; then fixed counts, so no adaptive split table) instead of
+    DecodePlan's rules (the paged cache builds its plans with ``CudaDecodeConfig(early_reads=True)``; the rules
+    stay in ``DecodePlan``): a bench-only experiment, to time a model step with the plan a kernel sweep found
+    fastest on the card at hand (``bench_decode.py --sweep``, whose split scales mean the same)."""
     import dataclasses
 
     from oscarkv.kernels import cuda_ops
 
     init = cuda_ops.DecodePlan.__init__
 
-    def with_variant(self, batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype=torch.bfloat16,
-                     config=None, **kw):
-        config = dataclasses.replace(config or cuda_ops.CudaDecodeConfig(), variant=variant)
-        init(self, batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype, config, **kw)
+    def forced(self, batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype=torch.bfloat16,
+               config=None, **kw):
+        if variant is not None:
+            config = dataclasses.replace(config or cuda_ops.CudaDecodeConfig(), variant=variant)
+        args = (batch, num_q_heads, num_kv_heads, head_dim, meta, device, dtype, config)
+        init(self, *args, **kw)
+        if int2_split_scale is not None and not kw and self.n_int2:
+            init(self, *args, n_hp_splits=self.n_hp, n_int2_splits=max(1, round(self.n_int2 * int2_split_scale)))
 
-    cuda_ops.DecodePlan.__init__ = with_variant
+    cuda_ops.DecodePlan.__init__ = forced
 
 
 def main():
@@ -771,12 +777,17 @@ def main():
                     help="oscarkv.integrations.transformers.fuse_projections: q/k/v and gate/up as one GEMM each (all modes)")
     ap.add_argument("--decode-variant", type=int, default=None,
                     help="an experiment: every CUDA DecodePlan of this run uses this kernel variant instead of "
-                         "DecodePlan's default rule (force_decode_variant)")
+                         "DecodePlan's default rule (force_decode_plan)")
+    ap.add_argument("--decode-int2-split-scale", type=float, default=None,
+                    help="an experiment: every CUDA DecodePlan of this run uses its planned INT2 split count times "
+                         "this (rounded; force_decode_plan)")
     ap.add_argument("--out", default="bench_model.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
-    if args.decode_variant is not None:
-        force_decode_variant(args.decode_variant)
+    if args.decode_variant is not None or args.decode_int2_split_scale is not None:
+        if args.decode_int2_split_scale is not None and not args.decode_int2_split_scale > 0:
+            ap.error(f"--decode-int2-split-scale must be > 0, got {args.decode_int2_split_scale}")
+        force_decode_plan(args.decode_variant, args.decode_int2_split_scale)
     args.contexts = [int(x) for x in args.contexts.split(",") if x]
     args.modes = args.modes.split(",")
     args.generate_refs = [x for x in args.generate_refs.split(",") if x]

@@ -55,20 +55,40 @@ def test_equal_memory_batches_are_the_largest_that_fit(bm):
     assert (capped["oscar_batch"], capped["bf16_batch"]) == (3, min(3, eq["bf16_batch"]))
 
 
-def test_force_decode_variant_sets_the_variant_of_every_plan(bm, monkeypatch):
+def test_force_decode_plan_sets_the_variant_of_every_plan(bm, monkeypatch):
     """--decode-variant: the paged cache's plans (built with CudaDecodeConfig(early_reads=True)) run the given
     variant and keep the rest of their config; checked on the config DecodePlan receives (no GPU here)."""
     from oscarkv.kernels import cuda_ops
 
     seen = []
     monkeypatch.setattr(cuda_ops.DecodePlan, "__init__", lambda self, *a, **k: seen.append((a, k)))
-    bm.force_decode_variant(4)
+    bm.force_decode_plan(variant=4)
     cuda_ops.DecodePlan(59, 32, 8, 128, None, "cuda", torch.bfloat16, cuda_ops.CudaDecodeConfig(early_reads=True))
     cuda_ops.DecodePlan(1, 32, 8, 128, None, "cuda")
     (a1, _), (a2, _) = seen
     assert a1[:7] == (59, 32, 8, 128, None, "cuda", torch.bfloat16) and a2[:6] == (1, 32, 8, 128, None, "cuda")
     assert a1[7] == cuda_ops.CudaDecodeConfig(variant=4, early_reads=True)
     assert a2[7] == cuda_ops.CudaDecodeConfig(variant=4)
+
+
+def test_force_decode_plan_scales_the_planned_int2_splits(bm, monkeypatch):
+    """--decode-int2-split-scale: the plan is made as DecodePlan plans it, then again with its BF16-tier split
+    count and its INT2 split count times the scale (rounded, >= 1); a plan without INT2 splits stays as it is."""
+    from oscarkv.kernels import cuda_ops
+
+    seen = []
+
+    def fake(self, *a, n_hp_splits=None, n_int2_splits=None):
+        seen.append((a[0], n_hp_splits, n_int2_splits))
+        self.n_hp, self.n_int2 = (1, 4 if a[0] > 1 else 0) if n_hp_splits is None else (n_hp_splits, n_int2_splits)
+
+    monkeypatch.setattr(cuda_ops.DecodePlan, "__init__", fake)
+    bm.force_decode_plan(int2_split_scale=0.75)
+    p = cuda_ops.DecodePlan(59, 32, 8, 128, None, "cuda", torch.bfloat16, cuda_ops.CudaDecodeConfig(early_reads=True))
+    assert seen == [(59, None, None), (59, 1, 3)] and (p.n_hp, p.n_int2) == (1, 3)
+    seen.clear()
+    cuda_ops.DecodePlan(1, 32, 8, 128, None, "cuda")  # no INT2 splits planned: unchanged
+    assert seen == [(1, None, None)]
 
 
 def test_equal_memory_bound_arithmetic():
