@@ -386,9 +386,9 @@ class PagedState:
     def page_buckets(self) -> list[int]:
         """The lengths the graph step's page view is padded to: 0, powers of two, and the whole table (one page
         per row). A step's pages go first and the rest of its bucket is null pages; GraphDecoder captures one
-        graph per bucket. Why not one graph padded to the whole table: on an H100 each null page cost the CUDA
-        append ~36 ns (its CTAs' launch and exit, 8 KV heads), ~2-6 us per layer-step at batch 59 where only one
-        step in page / 1 demotes (BENCHMARKS.md, twenty-seventh and twenty-eighth sessions)."""
+        graph per bucket. Why not one graph padded to the whole table: each null page still costs the CUDA append
+        its CTAs' launch and exit, 6 us per layer-step at batch 59 on an H200 (one page per row), on the 15 of 16
+        steps that demote nothing (BENCHMARKS.md, twenty-eighth session)."""
         out, n = [0], 1
         while n < self._npg:
             out.append(n)
