@@ -22,7 +22,7 @@ from oscarkv.cache import OscarCache
 from oscarkv.cache.graph import generate as graph_generate
 from oscarkv.integrations.transformers import disable_oscar_attention, enable_oscar_attention
 from oscarkv.rotation import RotationSet, config_hash
-from tinymodels import oscar_generate
+from tinymodels import left_pad, oscar_generate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 NEW = 128
@@ -142,11 +142,7 @@ def test_padded_batch_and_absorption_on_gpu():
     rot = _rotations(cfg)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(1, 512, (1, n), generator=g).cuda() for n in (200, 97, 150)]
-    n = max(p.shape[1] for p in prompts)
-    ids = torch.zeros(3, n, dtype=torch.long, device="cuda")
-    mask = torch.zeros(3, n, dtype=torch.long, device="cuda")
-    for b, p in enumerate(prompts):
-        ids[b, n - p.shape[1]:], mask[b, n - p.shape[1]:] = p[0], 1
+    ids, mask = (t.cuda() for t in left_pad([p.cpu() for p in prompts]))
     cache = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, **KW)
     enable_oscar_attention(model, cache, absorb_v_into_o_proj=False)
     try:
@@ -285,11 +281,7 @@ def test_graph_step_per_page_bucket_equals_eager():
     rot = _rotations(cfg)
     g = torch.Generator().manual_seed(9)
     lens = (197, 97, 150, 181, 133)  # 197, 181 and 133 demote at once (3 pages: bucket 4), the others alone
-    n = max(lens)
-    ids = torch.randint(1, 512, (len(lens), n), generator=g).cuda()
-    mask = torch.zeros_like(ids)
-    for b, m in enumerate(lens):
-        mask[b, n - m:] = 1
+    ids, mask = (t.cuda() for t in left_pad([torch.randint(1, 512, (1, m), generator=g) for m in lens]))
     feed = torch.randint(1, 512, (48, len(lens)), generator=torch.Generator().manual_seed(3)).cuda()
     logits, buckets = {}, {}
     for use_graph in (False, True):

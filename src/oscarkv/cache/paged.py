@@ -379,6 +379,7 @@ class PagedState:
         self._static_lens = parts[4:6]
         self.static_pos = parts[6]  # positions of this step's tokens (GraphDecoder's position_ids)
         self._static_page_parts = (parts[7], parts[8].view(self._npg, bs))  # the whole page view
+        self._buckets = [0] + [1 << i for i in range((self._npg - 1).bit_length())] + [self._npg]  # page_buckets()
         self.page_bucket = None  # the page view's length in the step's plan: a bucket of page_buckets()
         self._last_tables = None
         self.graph_capacity = self.capacity
@@ -389,11 +390,7 @@ class PagedState:
         graph per bucket. Why not one graph padded to the whole table: each null page still costs the CUDA append
         its CTAs' launch and exit, 6 us per layer-step at batch 59 on an H200 (one page per row), on the 15 of 16
         steps that demote nothing (BENCHMARKS.md, twenty-eighth session)."""
-        out, n = [0], 1
-        while n < self._npg:
-            out.append(n)
-            n *= 2
-        return out + [self._npg]
+        return list(self._buckets)
 
     def use_page_bucket(self, n: int | None) -> None:
         """Point the static plan's page view at the first ``n`` pages of the fixed table (None: no page view)."""
@@ -450,7 +447,7 @@ class PagedState:
         if plan.page_dst is None:
             self.use_page_bucket(None)
         else:
-            self.use_page_bucket(next(n for n in self.page_buckets() if n >= plan.page_dst.shape[0]))
+            self.use_page_bucket(next(n for n in self._buckets if n >= plan.page_dst.shape[0]))
         self._upload.send()
         if incremental:  # the lengths: device-side casts into the int32 tables of the step's DecodeMeta
             sm.hp_lens.copy_(self._static_lens[0])
