@@ -2,8 +2,9 @@
 
 With R_K fused into the append (``write_kv(..., rotation=, q=, q_out=)``) the CUDA kernel computes Y = X R for
 the new K rows and the step's queries with mma.m16n8k16: X rows on M, R on B split into halves hi + lo of the
-model's dtype, one warp per 8 output dims, CTAs of 64 rows. CI has no GPU, so this replays the kernel's
-indexing (which lane loads which element of R and X, where each accumulator goes) with the PTX fragment layouts of
+model's dtype, one warp per 8 output dims, CTAs of 32 rows staged in shared memory as element pairs. CI has no GPU,
+so this replays the kernel's indexing (which thread stages which word of X, which lane reads which word of the
+staged rows and of R, where each accumulator goes) with the PTX fragment layouts of
 ``test_cuda_emulation`` (``a_of`` / ``b_of`` / ``mma_values``) and checks it against ``rotation.rotate_with_keys``,
 the rule the torch and Triton backends apply. A wrong
 fragment index shows up as an O(1) error; hi + lo keeps the sums within ~2^-16 of fp32, so after the one
@@ -18,7 +19,7 @@ from test_cuda_emulation import G_OF as G, T_OF as T, a_of, b_of, mma_values
 
 from oscarkv.rotation import rotate_with_keys
 
-ROT_COLS, WARPS = 64, 16  # kRotCols, kAppendWarps
+ROT_COLS, WARPS = 32, 16  # kRotCols, kAppendWarps
 
 
 def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -31,6 +32,16 @@ def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
     xd = x.double()
     Y = torch.full((nx, D), float("nan"), dtype=torch.float64)
     for c0 in range(0, nx, ROT_COLS):
+        # staging: thread tid stores word e = tid + i * 32 WARPS of the tile (row e // (D / 2), word e % (D / 2), a
+        # pair of elements), zeros past nx
+        xs = torch.full((ROT_COLS, D // 2, 2), float("nan"), dtype=torch.float64)
+        per = ROT_COLS * (D // 2) // (32 * WARPS)
+        for tid in range(32 * WARPS):
+            for i in range(per):
+                e = tid + i * 32 * WARPS
+                r, w = e // (D // 2), e % (D // 2)
+                xs[r, w] = xd[c0 + r, 2 * w:2 * w + 2] if c0 + r < nx else 0.0
+        assert not xs.isnan().any(), "a staged word was never written"
         for warp in range(WARPS):
             nt, grp = warp % NTO, warp // NTO
             # B = R: b[ks][i] = R[16 ks + 2 t + 8 i (+ 1)][8 nt + g], as hi and lo halves
@@ -50,11 +61,10 @@ def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
                     break
                 rows = [xb + G, xb + G + 8]  # A rows of registers 0 / 2 and 1 / 3
                 ok = [r < nx for r in rows]
-                src = [xd[r.clamp(max=nx - 1)] * o[:, None] for r, o in zip(rows, ok)]
                 acc = [torch.zeros(32, dtype=torch.float64) for _ in range(4)]
                 for ks in range(KS):
-                    d = 16 * ks + 2 * T
-                    a = [[src[i & 1].gather(1, (d + 8 * (i >> 1) + e)[:, None])[:, 0] for e in range(2)] for i in range(4)]
+                    # a[i] = staged word 8 ks + t + 4 (i >> 1) of tile row 16 mt + g + 8 (i & 1)
+                    a = [[xs[16 * mt + G + 8 * (i & 1), 8 * ks + T + 4 * (i >> 1), e] for e in range(2)] for i in range(4)]
                     A = a_of(a)
                     acc = mma_values(A, b_of(bhi[ks]), acc)
                     acc = mma_values(A, b_of(blo[ks]), acc)

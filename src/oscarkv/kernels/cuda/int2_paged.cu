@@ -1247,7 +1247,7 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
 
 constexpr int kAppendWarps = 16;  // one warp per row of a page
 constexpr int64_t kNullBlock = 0;  // kernels/paged.py NULL_BLOCK: never a page's destination, padding only
-constexpr int kRotCols = 64;      // columns (K rows and queries) per rotation CTA of the append (8 n-tiles)
+constexpr int kRotCols = 32;      // columns (K rows and queries) per rotation CTA of the append (2 m-tiles)
 
 // x @ R for one row held by a warp (lane l holds elements l + 32 e), R [D, D] fp32 in global memory: the rare
 // page of the append that is quantized straight from new rows (a MixedKVCache without a recent window) when R_K
@@ -1278,26 +1278,35 @@ __device__ __forceinline__ void rotate_row(float (&x)[D / 32], const float* R, i
 // as B fragments for the whole CTA, split into T halves hi + lo (R - hi rounded again), so that the fp32 sums
 // x hi + x lo are R's fp32 products to ~2^-16 before the one rounding to T (the reference rounds an fp32 matmul
 // once). The R loads come before the PDL wait (a weight no kernel of the step writes), the trigger of the next
-// kernel before them.
+// kernel before them. After the wait the CTA stages its X rows in shared memory, every 32-bit load of the CTA in
+// flight at once, and the MMAs read their A fragments from there: one memory round trip for X. (Until 2026-12-05
+// each warp loaded its A fragments from global memory two k-steps ahead of its MMAs, ~5 round trips per m-tile,
+// and 64 columns per CTA put 4 m-tiles one after the other at batch 59: the append with R_K took 18.95 us per step
+// against 3.36 without, H200, bench/results/2026-12-05_s28b_*.) 32 columns per CTA keep the staged words (4 per
+// thread) and R's 32 floats within the kernel's 64 registers without a spill (2 CTAs per SM for the page CTAs).
 template <typename T, int D>
 __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0) {
   using M = MmaType<T>;
   constexpr int KS = D / 16, NTO = D / 8, NG = kAppendWarps / NTO;  // k-steps, output n-tiles, warps per n-tile
+  constexpr int XW = D / 2 + 4;  // words per staged row: element pairs + 4 (conflict-free fragment reads)
+  constexpr int PER = kRotCols * (D / 2) / (kAppendWarps * 32);  // staged words per thread
+  static_assert(PER * kAppendWarps * 32 == kRotCols * (D / 2), "X tile words must divide among the threads");
+  __shared__ uint32_t xs[kRotCols][XW];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int nt = warp % NTO, grp = warp / NTO;
   const float* R = p.rot + (p.rot_heads > 1 ? h : 0) * D * D;
   pdl_trigger();  // the decode kernel may be scheduled now (it waits for this whole grid before reading q)
-  // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g]
-  uint32_t bhi[KS][2], blo[KS][2];
+  // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g]; loaded here, split into
+  // hi / lo after the X loads below are issued (ptxas puts these loads after the wait anyway: then both are in
+  // flight at once, instead of the split waiting for R before the X loads go out)
+  float rf[KS][2][2];
 #pragma unroll
   for (int ks = 0; ks < KS; ks++)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const float* Rk = R + (16 * ks + 2 * t + 8 * i) * D + 8 * nt + g;
-      const float r0 = __ldg(Rk), r1 = __ldg(Rk + D);
-      const float h0 = M::to_float(M::from_float(r0)), h1 = M::to_float(M::from_float(r1));
-      bhi[ks][i] = M::pack(h0, h1);
-      blo[ks][i] = M::pack(r0 - h0, r1 - h1);
+      rf[ks][i][0] = __ldg(Rk);
+      rf[ks][i][1] = __ldg(Rk + D);
     }
   pdl_wait();
   const int nx = p.n_rows * (1 + (p.q ? p.group : 0));  // rows of X
@@ -1318,21 +1327,40 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
     const int j = x - p.n_rows;
     return reinterpret_cast<T*>(p.q_out) + ((int64_t)(j / p.group) * p.hkv * p.group + h * p.group + j % p.group) * D;
   };
+  // stage X rows c0 .. c0 + kRotCols - 1 (zeros past nx): all loads first, then the stores
+  uint32_t w[PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int e = threadIdx.x + i * kAppendWarps * 32, r = e / (D / 2);
+    const T* src = x_src(c0 + r);
+    w[i] = src ? reinterpret_cast<const uint32_t*>(src)[e % (D / 2)] : 0u;
+  }
+  uint32_t bhi[KS][2], blo[KS][2];
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const float r0 = rf[ks][i][0], r1 = rf[ks][i][1];
+      const float h0 = M::to_float(M::from_float(r0)), h1 = M::to_float(M::from_float(r1));
+      bhi[ks][i] = M::pack(h0, h1);
+      blo[ks][i] = M::pack(r0 - h0, r1 - h1);
+    }
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int e = threadIdx.x + i * kAppendWarps * 32;
+    xs[e / (D / 2)][e % (D / 2)] = w[i];
+  }
+  __syncthreads();
   for (int mt = grp; mt < kRotCols / 16; mt += NG) {
     const int xb = c0 + 16 * mt;
     if (xb >= nx) break;
-    // A = X: a0 = X[xb + g][16 ks + 2 t (+ 1)], a1 = row + 8, a2 / a3 = dims + 8
-    const T* s0 = x_src(xb + g);
-    const T* s1 = x_src(xb + g + 8);
+    // A = X: a0 = X[xb + g][16 ks + 2 t (+ 1)], a1 = row + 8, a2 / a3 = dims + 8 (word 8 ks + t (+ 4) of the row)
+    const uint32_t* x0 = xs[16 * mt + g];
+    const uint32_t* x1 = xs[16 * mt + g + 8];
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) {
-      uint32_t a[4];
-      const int d = 16 * ks + 2 * t;
-      a[0] = s0 ? *reinterpret_cast<const uint32_t*>(s0 + d) : 0u;
-      a[1] = s1 ? *reinterpret_cast<const uint32_t*>(s1 + d) : 0u;
-      a[2] = s0 ? *reinterpret_cast<const uint32_t*>(s0 + d + 8) : 0u;
-      a[3] = s1 ? *reinterpret_cast<const uint32_t*>(s1 + d + 8) : 0u;
+      const uint32_t a[4] = {x0[8 * ks + t], x1[8 * ks + t], x0[8 * ks + t + 4], x1[8 * ks + t + 4]};
       M::mma(acc, a, bhi[ks][0], bhi[ks][1]);
       M::mma(acc, a, blo[ks][0], blo[ks][1]);
     }
@@ -1344,9 +1372,10 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
   }
 }
 
-// grid (2 n_pages + row CTAs, hkv): CTA 2 pg + which quantizes the K (which = 0) or V page pg of one head
+// grid (2 n_pages + row CTAs, hkv): CTA 2 pg + which quantizes the K (which = 0) or V page pg of one head; at most
+// 64 registers (two 16-warp CTAs per SM, which the page CTAs of a demotion step at a large batch need)
 template <typename T, int D>
-__global__ void __launch_bounds__(kAppendWarps * 32) append_kernel(const AppendParams p) {
+__global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const AppendParams p) {
   constexpr int E = D / 32;
   constexpr int NW = D / 32;
   const int h = blockIdx.y;
