@@ -72,6 +72,47 @@ def test_disable_restores_the_model(model, config, rotations):
     assert not hasattr(model.model.layers[0].self_attn, "_oscar_attention")
 
 
+@pytest.mark.parametrize("o_bias", [False, True])
+def test_centered_values_mean_folded_into_o_proj_bias(config, make_rotations, o_bias):
+    """With values stored centered, absorbing R_V^T also moves mu_V's share of the output into o_proj's bias
+    (value_mean_bias): same logits as the explicit path; disable restores the bias (none, or the model's own)."""
+    import copy
+
+    from tinymodels import tiny_model
+
+    model = tiny_model()
+    if o_bias:  # a model whose o_proj has a bias of its own
+        for lyr in model.model.layers:
+            o = lyr.self_attn.o_proj
+            o.bias = torch.nn.Parameter(0.1 * torch.randn(o.out_features, generator=torch.Generator().manual_seed(1)))
+    before = [None if lyr.self_attn.o_proj.bias is None else lyr.self_attn.o_proj.bias.detach().clone()
+              for lyr in model.model.layers]
+    rot = copy.copy(make_rotations(config, seed=3))
+    g = torch.Generator().manual_seed(9)
+    n, h, d = config.num_hidden_layers, config.num_key_value_heads, config.head_dim
+    rot.k_mean, rot.v_mean = 0.5 * torch.randn(n, h, d, generator=g), 0.5 * torch.randn(n, h, d, generator=g)
+    make = lambda: OscarCache(config, "oscar+center", rotations=rot, sink=3, recent=5)  # noqa: E731
+    ids = ids_of(24)
+    explicit = make()
+    enable_oscar_attention(model, explicit)
+    try:
+        b = run(model, explicit, ids)
+    finally:
+        disable_oscar_attention(model)
+    cache = make()
+    enable_oscar_attention(model, cache, absorb_v_into_o_proj=True)
+    try:
+        assert all(lyr.self_attn._oscar_attention.mean_in_bias for lyr in model.model.layers)
+        assert model.model.layers[0].self_attn.o_proj.bias is not None
+        b_abs = run(model, cache, ids)
+    finally:
+        disable_oscar_attention(model)
+    assert (b - b_abs).abs().max() < 1e-4
+    for lyr, bias in zip(model.model.layers, before):
+        got = lyr.self_attn.o_proj.bias
+        assert (got is None) if bias is None else torch.equal(got, bias)
+
+
 def test_generate_through_the_oscar_path(model, config, rotations):
     prompt = ids_of(7, seed=2)
     kw = dict(max_new_tokens=12, do_sample=False, output_logits=True, return_dict_in_generate=True)

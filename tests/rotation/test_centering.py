@@ -113,3 +113,22 @@ def test_key_rescale_is_exact_and_favours_query_directions():
     lam, u = torch.linalg.eigh(cq)
     gains = torch.einsum("di,de,ei->i", u, s, u)  # s_i along the query eigenvectors
     assert gains[-1] > gains[0]  # more key range where queries look
+
+
+@pytest.mark.parametrize("hkv", [1, 2])
+def test_value_mean_bias_equals_adding_the_mean_before_o_proj(hkv):
+    """o_proj(o + mu_V per query head) == o_proj(o) + value_mean_bias(W_o, mu_V) (GQA-expanded heads)."""
+    from oscarkv.errors import InputError
+    from oscarkv.rotation import value_mean_bias
+
+    g = torch.Generator().manual_seed(4)
+    b, t, hq, d, hidden = 2, 3, 4, 8, 24
+    w = torch.randn(hidden, hq * d, generator=g, dtype=torch.float64)
+    o = torch.randn(b, t, hq, d, generator=g, dtype=torch.float64)
+    mv = torch.randn(hkv, d, generator=g, dtype=torch.float64)
+    want = add_value_mean(o, mv, heads_dim=2).reshape(b, t, -1) @ w.T
+    got = o.reshape(b, t, -1) @ w.T + value_mean_bias(w, mv).double()
+    assert torch.allclose(got, want, atol=1e-5)
+    assert value_mean_bias(w, None) is None
+    with pytest.raises(InputError, match="o_proj weight"):
+        value_mean_bias(w[:, :-1], mv)

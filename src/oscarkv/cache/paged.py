@@ -539,11 +539,12 @@ class PagedLayer(CacheLayerMixin):
         return self._rq, self._rv, self._vm
 
     def attend(self, query: torch.Tensor, scaling: float | None, unrotate_v: bool = True,
-               key: torch.Tensor | None = None, value: torch.Tensor | None = None) -> torch.Tensor:
+               key: torch.Tensor | None = None, value: torch.Tensor | None = None, add_mean: bool = True) -> torch.Tensor:
         """query [B, Hq, T, d] (model basis) -> attention output [B, T, Hq, d]: in the model's V basis, or
         in the rotated V basis when ``unrotate_v`` is False (R_V^T folded into o_proj). ``key`` / ``value``:
         what ``update`` returned in the compiled step (``state.opaque``): k centered, not yet rotated (it is
-        rotated here together with q), v centered and rotated."""
+        rotated here together with q), v centered and rotated. ``add_mean`` False: the output stays centered
+        (mu_V is in o_proj's bias, ``integrations.transformers``)."""
         hq = query.shape[1]
         rq, rv, vm = self._query_rotations(hq)
         if self.state.opaque:  # compiled decode step: one opaque op per layer (cache/ops.py)
@@ -563,7 +564,8 @@ class PagedLayer(CacheLayerMixin):
             out = self._attend(query, scaling, self._rqk)
         else:
             out = self._attend(rotate(query, rq), scaling)
-        out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
+        if add_mean:
+            out = add_value_mean(out, vm, heads_dim=2)  # centered values: + mu_V R_V (the reference's op)
         if unrotate_v and rv is not None:  # o = o_rot @ R_V^T per head, the reference path's op
             out = unrotate(out, rv, head_axis=-2).contiguous()
         return out

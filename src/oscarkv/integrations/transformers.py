@@ -9,7 +9,10 @@ With ``enable_oscar_attention(model, cache)`` the cache returns K/V in the rotat
 
 Absorption (``absorb_v_into_o_proj=True``): o_proj maps concat_h(o_h) through W_o; with
 o_h = o_rot_h R_V^T the column block of head h becomes W_o[:, h] @ R_V. The spec's code keeps the
-explicit rotation; absorbing it is the optimisation the spec marks as possible (section 5.1).
+explicit rotation; absorbing it is the optimisation the spec marks as possible (section 5.1). Where the
+values are stored centered (rotation/centering.py), absorption also folds W_o mu_V into o_proj's bias
+(``value_mean_bias``), so that no step adds mu_V to the attention output (one elementwise kernel per layer
+and step less on the GPU).
 
 The attention function finds its rotations through an ``_oscar_attention`` attribute that
 ``enable`` sets on every attention module (keyed by ``module.layer_idx``), and it refuses to run
@@ -29,7 +32,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from ..cache import OscarCache
 from ..cache.paged import PagedLayer
 from ..rotation import fold_v_rotation_into_o_proj, rotate, unrotate
-from ..rotation.centering import add_value_mean, rotated_mean
+from ..rotation.centering import add_value_mean, rotated_mean, value_mean_bias
 from ..dims import attention_dims
 from ..errors import InputError, StateError
 
@@ -44,6 +47,7 @@ class _LayerState:
     cache: OscarCache
     layer_idx: int
     absorbed: bool
+    mean_in_bias: bool = False  # mu_V's share of the output folded into o_proj's bias (value_mean_bias)
 
 
 def _layer_rotations(cache: OscarCache, idx: int):
@@ -69,7 +73,8 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
         )
     layer = st.cache.layers[st.layer_idx]
     if isinstance(layer, PagedLayer) and layer.state.opaque:  # compiled step: key/value are this step's rows
-        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed, key=key, value=value), None
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed, key=key, value=value,
+                            add_mean=not st.mean_in_bias), None
     if not layer.fresh:
         raise StateError(
             "OSCAR attention is enabled with one OscarCache, but this forward's keys/values did not come from it; "
@@ -78,15 +83,17 @@ def oscar_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
     layer.fresh = False
     rk, rv = _layer_rotations(st.cache, st.layer_idx)
     if isinstance(layer, PagedLayer):  # kernels over the paged pools; q and o are (un)rotated inside
-        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed), None
+        return layer.attend(query, kwargs.get("scaling"), unrotate_v=not st.absorbed, add_mean=not st.mean_in_bias), None
     query = rotate(query, rk)  # [B, H_q, T, d]; each query head uses its KV head's R_K
     q8 = getattr(layer, "q8_mask", None)
     if q8 is not None:  # "+q8": the quantized history scored with the CUDA kernel's int8 query
         out, weights = _int8_query_attention(query, key, value, attention_mask, q8, kwargs.get("scaling")), None
     else:
         out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1)
-    out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
+    # centered values: + mu_V (rotated) before rotating back / the absorbed o_proj (exact, p sums to 1), unless
+    # o_proj's bias holds it
+    if not st.mean_in_bias:
+        out = add_value_mean(out, _layer_value_mean(st.cache, st.layer_idx), heads_dim=2)
     if rv is not None and not st.absorbed:
         out = unrotate(out, rv, head_axis=-2).contiguous()  # out is [B, T, H_q, d]: o = o_rot @ R_V^T
     return out, weights
@@ -174,7 +181,7 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
         if device.type == "cuda" and cache.paged_unsupported() is None:
             cache.use_paged()
     register()
-    saved = {"attn": model.config._attn_implementation, "o_proj": {}}
+    saved = {"attn": model.config._attn_implementation, "o_proj": {}, "o_bias": {}}
     model.set_attn_implementation(PAGED_ATTENTION_NAME if cache.paged is not None else ATTENTION_NAME)
     saved["v_proj"] = {}
     for m in mods:
@@ -188,7 +195,8 @@ def enable_oscar_attention(model, cache: OscarCache, absorb_v_into_o_proj: bool 
             layer = cache.layers[m.layer_idx]
             if isinstance(layer, PagedLayer) and _fold_v_rotation_into_v_proj(m, rv, saved["v_proj"]):
                 layer.v_folded = True  # values leave v_proj rotated: one GEMV less per layer and step
-        m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed)
+        in_bias = absorbed and _fold_value_mean_into_o_proj(m, _layer_value_mean(cache, m.layer_idx), saved["o_bias"])
+        m._oscar_attention = _LayerState(cache, m.layer_idx, absorbed, in_bias)
     saved["hook"] = track_padding(model)
     saved["cache"] = cache
     model._oscar_enabled = saved
@@ -199,6 +207,23 @@ def enabled_cache(model) -> OscarCache | None:
     """The cache ``enable_oscar_attention(model, cache)`` enabled ``model`` with (None when not enabled)."""
     saved = getattr(model, "_oscar_enabled", None)
     return None if saved is None else saved.get("cache")
+
+
+def _fold_value_mean_into_o_proj(module, vm: torch.Tensor | None, saved: dict) -> bool:
+    """o_proj's bias += W_o' mu_V R_V (``value_mean_bias``; W_o' the absorbed weight, so the term is in the
+    rotated basis the attention output arrives in); a bias is added where o_proj has none. The bias before
+    (or None) goes to ``saved``. False (nothing changed) without a value mean."""
+    if vm is None:
+        return False
+    o = module.o_proj
+    add = value_mean_bias(o.weight.detach(), vm)
+    saved[module.layer_idx] = None if o.bias is None else o.bias.detach().clone()
+    with torch.no_grad():
+        if o.bias is None:
+            o.bias = torch.nn.Parameter(add.to(o.weight.dtype), requires_grad=False)
+        else:
+            o.bias.copy_((o.bias.float() + add).to(o.bias.dtype))
+    return True
 
 
 def _fold_v_rotation_into_v_proj(module, rv: torch.Tensor, saved: dict) -> bool:
@@ -236,6 +261,13 @@ def disable_oscar_attention(model, cache: OscarCache | None = None) -> None:
         if m.layer_idx in saved["o_proj"]:
             with torch.no_grad():
                 m.o_proj.weight.copy_(saved["o_proj"][m.layer_idx])
+        if m.layer_idx in saved.get("o_bias", {}):
+            b = saved["o_bias"][m.layer_idx]
+            if b is None:
+                m.o_proj.bias = None  # the bias enable_oscar_attention added
+            else:
+                with torch.no_grad():
+                    m.o_proj.bias.copy_(b)
         if m.layer_idx in saved.get("v_proj", {}):
             w, b = saved["v_proj"][m.layer_idx]
             with torch.no_grad():

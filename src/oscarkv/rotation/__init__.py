@@ -42,6 +42,6 @@ from .zoo import import_rotationzoo  # noqa: E402
 
 __all__ += ["import_rotationzoo"]
 
-from .centering import add_value_mean, center, rotated_mean, uncenter, value_output_mean  # noqa: E402
+from .centering import add_value_mean, center, rotated_mean, uncenter, value_mean_bias, value_output_mean  # noqa: E402
 
-__all__ += ["add_value_mean", "center", "rotated_mean", "uncenter", "value_output_mean"]
+__all__ += ["add_value_mean", "center", "rotated_mean", "uncenter", "value_mean_bias", "value_output_mean"]

@@ -8,7 +8,8 @@ history and recent window alike) is stored as k - mu_K. Nothing is added back on
 
 Values. The attention weights p_t sum to 1, so sum_t p_t (v_t - mu_V) + mu_V = sum_t p_t v_t: store
 v - mu_V everywhere and add mu_V to the attention output (per query head, GQA-expanded), or fold
-W_o mu_V into o_proj's bias. In a rotated basis (rows stored as (v - mu_V) R_V) the output correction
+W_o mu_V into o_proj's bias (``value_mean_bias``; ``enable_oscar_attention`` does it where it absorbs R_V^T into
+o_proj). In a rotated basis (rows stored as (v - mu_V) R_V) the output correction
 is mu_V R_V before un-rotating, i.e. ``rotated_mean(mu_V, R_V)``.
 
 Why: post-RoPE keys of Qwen2-family models (q/k/v projections with bias) carry a per-channel offset of
@@ -61,6 +62,20 @@ def value_output_mean(v_mean: torch.Tensor | None, num_query_heads: int) -> torc
     if num_query_heads % h:
         raise InputError(f"{num_query_heads} query heads are not a multiple of {h} KV heads")
     return v_mean.repeat_interleave(num_query_heads // h, dim=0)
+
+
+def value_mean_bias(o_weight: torch.Tensor, v_mean: torch.Tensor | None) -> torch.Tensor | None:
+    """o_proj's share of mu_V, ``W_o concat_h(mu_V of head h)`` ``[hidden]`` in float32: added to o_proj's bias
+    it stands for ``add_value_mean`` before o_proj (W_o ``[hidden, H_q d]`` linear, so W_o (o + m) = W_o o + W_o m),
+    and costs nothing per step where the step's GEMM adds the bias. ``v_mean`` ``[H_kv or 1, d]`` in the basis
+    o_proj takes (the rotated one for an o_proj with R_V^T absorbed)."""
+    if v_mean is None:
+        return None
+    d = v_mean.shape[-1]
+    if o_weight.ndim != 2 or o_weight.shape[1] % d:
+        raise InputError(f"o_proj weight must be [hidden, H_q * {d}], got {tuple(o_weight.shape)}")
+    m = value_output_mean(v_mean, o_weight.shape[1] // d).reshape(-1)
+    return o_weight.float() @ m.to(o_weight.device, torch.float32)
 
 
 def add_value_mean(out: torch.Tensor, v_mean: torch.Tensor | None, heads_dim: int = 1) -> torch.Tensor:
