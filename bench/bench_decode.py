@@ -422,17 +422,11 @@ def bench_flashinfer(B, L, dev, kv_dtype):
     return t, nbytes
 
 
-def bench_append(B, dev, backend, steps=16, rotation=None, pad=0):
-    """Steady-state decode steps of B sequences (past the windows): per step one row per sequence into the
-    ring, and once per 16 steps a whole page per sequence quantized into INT2. Returns seconds per step
-    (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer).
-
-    ``rotation`` (branch fused-rotation): "fused": R_K applied inside the append to the new K rows and the step's
-    queries (GQA 4: write_kv(..., rotation=, q=, q_out=)); "gemm": the same work as the unfused step does it,
-    ``rotation.rotate_with_keys`` (one fp32 GEMM per KV head, casts) then the plain append.
-
-    ``pad`` > 0: each step's page view padded to ``pad * B`` pages (``WritePlan.pad_pages``), as the fixed tables
-    of a graph-captured model step are (``PagedState``: one page per row since 2026-12-05, three before)."""
+def append_steps(B, dev, backend, steps=16, pad=0, rotation=None):
+    """The append benchmark's set-up: a pool past the windows for B sequences and ``steps`` decode steps'
+    plans (one row per sequence each, a page per sequence demoted once per 16 steps; ``pad``: see bench_append).
+    Returns ``(step_fns, n_demotions)``: one callable per step doing the step's append (``rotation``: see
+    bench_append). bench/ncu_append.py runs them eagerly for Nsight Compute."""
     cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
     L0 = SINK + RECENT + 40
     nb = B * (-(-(L0 + steps) // BS) + 2) + 4
@@ -451,8 +445,7 @@ def bench_append(B, dev, backend, steps=16, rotation=None, pad=0):
     k = torch.randn(B, HKV, D, device=dev).bfloat16()
     v = torch.randn(B, HKV, D, device=dev).bfloat16()
     if rotation is None:
-        t = time_calls([lambda p=p: write_kv(pool, k, v, p, backend=backend) for p in plans])
-        return t, n_dem
+        return [lambda p=p: write_kv(pool, k, v, p, backend=backend) for p in plans], n_dem
     from oscarkv.rotation import rotate_with_keys
 
     R = torch.linalg.qr(torch.randn(D, D, device=dev))[0].contiguous()[None]
@@ -467,8 +460,22 @@ def bench_append(B, dev, backend, steps=16, rotation=None, pad=0):
         q_out.copy_(qr.squeeze(2))
         write_kv(pool, kr.squeeze(2), v, p, backend=backend)
 
-    t = time_calls([lambda p=p: (fused if rotation == "fused" else gemm)(p) for p in plans])
-    return t, n_dem
+    return [lambda p=p: (fused if rotation == "fused" else gemm)(p) for p in plans], n_dem
+
+
+def bench_append(B, dev, backend, steps=16, rotation=None, pad=0):
+    """Steady-state decode steps of B sequences (past the windows): per step one row per sequence into the
+    ring, and once per 16 steps a whole page per sequence quantized into INT2. Returns seconds per step
+    (amortized over ``steps`` consecutive steps captured in one graph; K and V, all KV heads, one layer).
+
+    ``rotation`` (branch fused-rotation): "fused": R_K applied inside the append to the new K rows and the step's
+    queries (GQA 4: write_kv(..., rotation=, q=, q_out=)); "gemm": the same work as the unfused step does it,
+    ``rotation.rotate_with_keys`` (one fp32 GEMM per KV head, casts) then the plain append.
+
+    ``pad`` > 0: each step's page view padded to ``pad * B`` pages (``WritePlan.pad_pages``), as the fixed tables
+    of a graph-captured model step are (``PagedState``: one page per row since 2026-12-05, three before)."""
+    fns, n_dem = append_steps(B, dev, backend, steps, pad, rotation)
+    return time_calls(fns), n_dem
 
 
 def check_accuracy(dev):

@@ -136,6 +136,31 @@ def test_graph_paged_equals_reference_128_tokens(kind, absorb):
              tol=0.08 if absorb else 0.04)
 
 
+@pytest.mark.parametrize("compile", [False, True])
+def test_centered_absorbed_graph_equals_reference(compile):
+    """Calibrated means (oscar+center) on Qwen2 (q/k/v biases, where the means matter), R_V folded: mu_V's share
+    of the output lives in o_proj's bias (value_mean_bias) on both paths; the graph step (compiled or not) against
+    the reference, same bound as the folded comparison above."""
+    cfg = _config("qwen2")
+    model = _model(cfg)
+    rot = _rotations(cfg)
+    g = torch.Generator().manual_seed(9)
+    n, h, d = cfg.num_hidden_layers, cfg.num_key_value_heads, 128
+    rot.k_mean, rot.v_mean = 0.5 * torch.randn(n, h, d, generator=g), 0.5 * torch.randn(n, h, d, generator=g)
+    ids = torch.randint(1, 512, (1, 300), generator=torch.Generator().manual_seed(1)).cuda()
+    paged = OscarCache(cfg, "oscar+center", rotations=rot, max_tokens=512, **KW)
+    enable_oscar_attention(model, paged, absorb_v_into_o_proj=True)
+    assert paged.paged is not None and model.model.layers[0].self_attn._oscar_attention.mean_in_bias
+    try:
+        toks, logits = graph_generate(model, paged, ids, max_new_tokens=NEW, return_logits=True, compile=compile)
+    finally:
+        disable_oscar_attention(model)
+    out = oscar_generate(model, OscarCache(cfg, paged.method, rotations=rot, backend="reference"), ids,
+                         absorb=True, max_new_tokens=NEW)
+    _compare(f"qwen2 centered graph paged (compile={compile}) vs reference (absorb)", out.sequences[:, 300:],
+             out.logits, toks, logits, tol=0.08)
+
+
 def test_padded_batch_and_absorption_on_gpu():
     cfg = _config("qwen3")
     model = _model(cfg)

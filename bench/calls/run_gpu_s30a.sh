@@ -1,0 +1,37 @@
+#!/bin/bash
+# Twenty-ninth session, for the next device call (main 3e2a952 or later). One GPU, < 10 min, carry [".whl", ".kcache"]
+# (.kcache: this tree's kernel library, cuda_ops.build()). Run as
+#   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s30a.sh
+# 1. GPU tests: the paged path (incl. the new centered + absorbed test: mu_V in o_proj's bias, compiled and not) and
+#    the compiled step;
+# 2. where the append's R_K rotation still spends its time: at batch 59 the append with R_K fused takes 9.63 us per
+#    step against 3.38 without (H100, run_gpu_s29b), although a rotation CTA's work (32 rows x 128 x 128 MMAs, R from
+#    L2) is ~1 us of issue: Nsight Compute on one append launch with and without the rotation (PDL off);
+# 3. equal memory, both models, and the 8B 128K batch-1 ablation (on an H200 these are the first numbers with the
+#    staged rotation; on an H100 more samples of the 4B's 6.00x).
+set -u
+T="$(date +%Y-%m-%d)_s30a"
+source bench/gpu_env.sh
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s30
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py tests/cache/test_compiled_step.py \
+  > "$OUT/${T}_tests.log" 2>&1
+t "GPU tests rc=$?"; tail -1 "$OUT/${T}_tests.log" | cut -c1-200; grep -E "^FAILED|^ERROR" "$OUT/${T}_tests.log" | head -5 | cut -c1-200
+for rot in fused none; do
+  timeout 90 ncu --clock-control none -k regex:append_kernel --launch-skip 4 --launch-count 1 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+    python3 bench/ncu_append.py 59 $rot > "$OUT/${T}_ncu_append_$rot.txt" 2>&1
+  t "ncu append rotation=$rot rc=$?"
+  grep -E "Duration|Registers Per|Achieved Occupancy|Grid Size|Stall|Warp Cycles Per Issued|Issued Warp" \
+    "$OUT/${T}_ncu_append_$rot.txt" | head -16 | cut -c1-150
+done
+EQ=(--contexts "" --modes compiled --tput-context 32768 --fuse-projections --steps 32 --compiled-bf16-backends CUDNN_ATTENTION)
+for m in qwen3-4b qwen3-8b; do
+  [ $(left) -lt 90 ] && break
+  timeout $(( $(left) - 5 )) python3 bench/bench_model.py --models $m "${EQ[@]}" \
+    --out "$OUT/${T}_eq_$m.json" > "$OUT/${T}_eq_$m.log" 2>&1
+  t "equal memory $m rc=$?"; grep -E "equal|Error|error" "$OUT/${T}_eq_$m.log" | cut -c1-240
+done
+[ $(left) -gt 150 ] && timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model qwen3-8b --context 131072 \
+  --bf16-backends CUDNN_ATTENTION --out "$OUT/${T}_ablate_8b.json" > "$OUT/${T}_ablate_8b.log" 2>&1 && \
+  t "ablate 8B 128K rc=$?" && tail -12 "$OUT/${T}_ablate_8b.log" | cut -c1-200
