@@ -66,7 +66,10 @@ def kernels(prof, nsteps: int) -> dict:
     return {"kernels_per_step": n_k, "kernel_us_per_step": tot,
             "classes": {k: {"count": round(c, 1), "us": round(t, 1)} for k, (c, t) in sorted(by_cls.items(), key=lambda kv: -kv[1][1])},
             "top": [{"name": n[:140], "count_per_step": c / nsteps, "us_per_step": round(t / nsteps, 1), "class": classify(n)}
-                    for n, (c, t) in top]}
+                    for n, (c, t) in top],
+            # every kernel (the diff of two methods' lists shows which kernels one step has that the other has not)
+            "all": [{"name": n[:200], "count_per_step": c / nsteps, "us_per_step": round(t / nsteps, 2)}
+                    for n, (c, t) in sorted(rows.items())]}
 
 
 def profile(fn, n: int, device: str):

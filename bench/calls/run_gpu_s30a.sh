@@ -7,7 +7,9 @@
 # 2. where the append's R_K rotation still spends its time: at batch 59 the append with R_K fused takes 9.63 us per
 #    step against 3.38 without (H100, run_gpu_s29b), although a rotation CTA's work (32 rows x 128 x 128 MMAs, R from
 #    L2) is ~1 us of issue: Nsight Compute on one append launch with and without the rotation (PDL off);
-# 3. equal memory, both models, and the 8B 128K batch-1 ablation (on an H200 these are the first numbers with the
+# 3. which kernels OSCAR's compiled step runs that BF16's does not (profile_step + kernel_diff, Qwen3-4B 8K batch 1:
+#    the 8B's step without KV work is 0.2 ms above BF16's without attention at batch 59, 7 us per layer at batch 1);
+# 4. equal memory, both models, and the 8B 128K batch-1 ablation (on an H200 these are the first numbers with the
 #    staged rotation; on an H100 more samples of the 4B's 6.00x).
 set -u
 T="$(date +%Y-%m-%d)_s30a"
@@ -25,6 +27,10 @@ for rot in fused none; do
   grep -E "Duration|Registers Per|Achieved Occupancy|Grid Size|Stall|Warp Cycles Per Issued|Issued Warp" \
     "$OUT/${T}_ncu_append_$rot.txt" | head -16 | cut -c1-150
 done
+timeout 150 python3 bench/profile_step.py --model qwen3-4b --context 8192 --modes compiled --fuse-projections \
+  --out "$OUT/${T}_profile_4b.json" > "$OUT/${T}_profile_4b.log" 2>&1
+t "profile 4B 8K rc=$?"; grep -E "kernels/step|replay" "$OUT/${T}_profile_4b.log" | cut -c1-200
+python3 bench/kernel_diff.py "$OUT/${T}_profile_4b.json" | cut -c1-160 | head -40
 EQ=(--contexts "" --modes compiled --tput-context 32768 --fuse-projections --steps 32 --compiled-bf16-backends CUDNN_ATTENTION)
 for m in qwen3-4b qwen3-8b; do
   [ $(left) -lt 90 ] && break

@@ -182,3 +182,19 @@ def test_gpu_flashinfer_baseline_equals_sdpa(bm):
     assert rel < 1e-2, rel
     r = bm.bench_bf16(model, cfg, ctx, batch, 3, "cuda", False, ["CUDNN_ATTENTION", "FLASHINFER"])
     assert "step_ms" in r["backends"]["FLASHINFER"], r["backends"]["FLASHINFER"]
+
+
+def test_kernel_diff_lists_the_kernels_one_step_has_and_the_other_not(tmp_path):
+    """bench/kernel_diff.py over profile_step's JSON: inductor's numeric suffixes merged, equal counts left out."""
+    k = lambda n, c, us: {"name": n, "count_per_step": c, "us_per_step": us}  # noqa: E731
+    prof = {"runs": [
+        {"method": "oscar", "compiled": True, "graph": {"all": [k("triton_poi_fused_add_3", 36, 50.0), k("gemm", 145, 3000),
+                                                                 k("append_kernel", 36, 30.0)]}},
+        {"method": "bf16", "compiled": True, "graph": {"all": [k("triton_poi_fused_add_7", 36, 40.0), k("gemm", 145, 2900),
+                                                                k("cudnn_attn", 36, 900.0)]}}]}
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(prof))
+    r = subprocess.run([sys.executable, str(BENCH / "kernel_diff.py"), str(p)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()[1:]
+    assert [ln.split()[0] for ln in lines] == ["append_kernel", "cudnn_attn"]
