@@ -7,6 +7,7 @@
 # 2. where the append's R_K rotation still spends its time: at batch 59 the append with R_K fused takes 9.63 us per
 #    step against 3.38 without (H100, run_gpu_s29b), although a rotation CTA's work (32 rows x 128 x 128 MMAs, R from
 #    L2) is ~1 us of issue: Nsight Compute on one append launch with and without the rotation (PDL off);
+# 2b. the batch-1 INT2 split count on this card (32K / 128K, variants 4 / 11);
 # 3. which kernels OSCAR's compiled step runs that BF16's does not (profile_step + kernel_diff, Qwen3-4B 8K batch 1:
 #    the 8B's step without KV work is 0.2 ms above BF16's without attention at batch 59, 7 us per layer at batch 1);
 # 4. equal memory, both models, and the 8B 128K batch-1 ablation (on an H200 these are the first numbers with the
@@ -19,6 +20,14 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py tests/cache/test_compiled_step.py \
   > "$OUT/${T}_tests.log" 2>&1
 t "GPU tests rc=$?"; tail -1 "$OUT/${T}_tests.log" | cut -c1-200; grep -E "^FAILED|^ERROR" "$OUT/${T}_tests.log" | head -5 | cut -c1-200
+# batch-1 split counts on this card (the plan's rule was fitted on the H200; issue 7's 4x at 32K batch 1 needs 13.8 us on
+# an H100, 15.4 today): variants 4 / 11 x INT2 split scales, two rounds
+for r in 1 2; do
+  timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton --no-append \
+    --sweep --sweep-variants 4,11 --sweep-scales 0.5,0.75,1.0,1.5,2.0 --sweep-points 32768x1,131072x1 \
+    --out "$OUT/${T}_sweep_b1_$r.json" > "$OUT/${T}_sweep_b1_$r.log" 2>&1
+  t "batch-1 sweep $r rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_sweep_b1_$r.log" | cut -c1-100
+done
 for rot in fused none; do
   timeout 90 ncu --clock-control none -k regex:append_kernel --launch-skip 4 --launch-count 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
