@@ -47,14 +47,16 @@ def test_cuda_append_matches_reference_bit_for_bit(d, chunks, k_clip):
     _pools_equal(pa, pb)
 
 
-@pytest.mark.parametrize("d,shared,strided", [(64, True, False), (128, False, False), (128, True, True)])
-def test_cuda_append_with_fused_rotation_matches_torch(d, shared, strided):
+@pytest.mark.parametrize("d,shared,strided,G", [(64, True, False, 4), (128, False, False, 4), (128, True, True, 4),
+                                                (128, False, False, 1), (64, True, True, 8), (128, True, False, 2)])
+def test_cuda_append_with_fused_rotation_matches_torch(d, shared, strided, G):
     """write_kv(..., rotation=, q=, q_out=) on the CUDA kernel (R_K applied in the append: the rotation CTAs'
     tensor-core products for the new rows of the row copies and the queries into q_out, the scalar path for pages
     quantized straight from new rows) against the torch backend, which rotates with rotation.rotate_with_keys
     first. fp32 sums in another order round to bf16 one ulp apart at times, so: values within one bf16 ulp, at
-    most 1 in 1000 code bytes different. ``strided``: q / k / v are slices of one fused projection output."""
-    lens, hkv, G = [3, 29, 70, 200, 513], 2, 4
+    most 1 in 1000 code bytes different. ``strided``: q / k / v are slices of one fused projection output. ``G``:
+    query heads per KV head (the rotation CTAs' X rows: each new K row, then its sequence's G queries)."""
+    lens, hkv = [3, 29, 70, 200, 513], 2
     kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, layout="tile16", device="cuda", blocks=160)
     ca, pa, ids, _ = build(lens, backend="torch", **kw)
     cb, pb, _, _ = build(lens, backend="cuda", **kw)
