@@ -76,7 +76,7 @@ def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
     return Y
 
 
-@pytest.mark.parametrize("d,hq,hkv,rows", [(64, 8, 2, 3), (128, 8, 2, 1), (128, 4, 4, 20), (64, 2, 2, 70)])
+@pytest.mark.parametrize("d,hq,hkv,rows", [(64, 8, 2, 3), (128, 8, 2, 1), (128, 4, 4, 20), (64, 2, 2, 70), (128, 16, 2, 5)])
 def test_emulated_rotation_ctas_equal_rotate_with_keys(d, hq, hkv, rows):
     g = torch.Generator().manual_seed(d + rows)
     R = torch.linalg.qr(torch.randn(hkv, d, d, generator=g, dtype=torch.float64))[0].float()
