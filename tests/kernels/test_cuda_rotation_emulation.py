@@ -2,7 +2,8 @@
 
 With R_K fused into the append (``write_kv(..., rotation=, q=, q_out=)``) the CUDA kernel computes Y = X R for
 the new K rows and the step's queries with mma.m16n8k16: X rows on M, R on B split into halves hi + lo of the
-model's dtype, one warp per 8 output dims, CTAs of 32 rows staged in shared memory as element pairs. CI has no GPU,
+model's dtype (hi: R rounded, lo: R - hi rounded), one warp per 8 output dims and all its m-tiles, CTAs of 32 rows
+staged in shared memory as element pairs. CI has no GPU,
 so this replays the kernel's indexing (which thread stages which word of X, which lane reads which word of the
 staged rows and of R, where each accumulator goes) with the PTX fragment layouts of
 ``test_cuda_emulation`` (``a_of`` / ``b_of`` / ``mma_values``) and checks it against ``rotation.rotate_with_keys``,
@@ -55,10 +56,12 @@ def _rotate_ctas(x: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
                     lo_k.append([bf(v - h) for v, h in zip(r, hi)])
                 bhi.append(hi_k)
                 blo.append(lo_k)
+            if c0 + 16 * grp >= nx:  # the warp has no row of X: it returns
+                continue
+            # the warp's m-tiles mt = grp + m NG side by side (MW = 2 at D = 128); rows past nx are staged zeros,
+            # computed and not stored
             for mt in range(grp, ROT_COLS // 16, NG):
                 xb = c0 + 16 * mt
-                if xb >= nx:
-                    break
                 rows = [xb + G, xb + G + 8]  # A rows of registers 0 / 2 and 1 / 3
                 ok = [r < nx for r in rows]
                 acc = [torch.zeros(32, dtype=torch.float64) for _ in range(4)]

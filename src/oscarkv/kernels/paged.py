@@ -293,6 +293,10 @@ class WritePlan:
     kernel of the tile16 layout): every int2 block written by this call, ``page_dst [P]``, with the source
     of each of its rows ``page_src [P, block_size]``: ``>= 0`` an hp slot (demotion), ``< 0`` new row
     ``-(x + 1)``.
+
+    On the GPU a plan's tensors must come from host copies (``to``, ``fill_page_view`` + upload), not from a
+    kernel launched just before ``write_kv``: with programmatic dependent launch the CUDA append reads
+    ``page_dst`` and ``hp_slots`` before it waits for the previous kernel.
     """
 
     hp_slots: torch.Tensor

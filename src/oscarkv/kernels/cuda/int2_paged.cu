@@ -140,6 +140,11 @@ template <> struct MmaType<__nv_bfloat16> {
   }
   static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
   static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+  // the two halves of a pack()ed word as floats (exact; bit shifts, no conversion instruction)
+  static __device__ __forceinline__ void unpack(uint32_t w, float& lo, float& hi) {
+    lo = __uint_as_float(w << 16);
+    hi = __uint_as_float(w & 0xffff0000u);
+  }
 };
 template <> struct MmaType<__half> {
   static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -154,6 +159,11 @@ template <> struct MmaType<__half> {
   }
   static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
   static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+  static __device__ __forceinline__ void unpack(uint32_t w, float& lo, float& hi) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    lo = f.x;
+    hi = f.y;
+  }
 };
 
 __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint32_t magic) {
@@ -1296,9 +1306,10 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
   const int nt = warp % NTO, grp = warp / NTO;
   const float* R = p.rot + (p.rot_heads > 1 ? h : 0) * D * D;
   pdl_trigger();  // the decode kernel may be scheduled now (it waits for this whole grid before reading q)
-  // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g]; loaded here, split into
-  // hi / lo after the X loads below are issued (ptxas puts these loads after the wait anyway: then both are in
-  // flight at once, instead of the split waiting for R before the X loads go out)
+  // B = R: b0 = R[16 ks + 2 t (+ 1)][8 nt + g], b1 = R[16 ks + 2 t + 8 (+ 1)][8 nt + g], loaded before the PDL wait
+  // (R is a weight that no kernel of the step writes), while the row table below is built; split into hi / lo
+  // after the X loads are issued (not before the wait: where the previous kernel does not trigger early, the
+  // split would then wait for R before the X loads could go out)
   float rf[KS][2][2];
 #pragma unroll
   for (int ks = 0; ks < KS; ks++)
@@ -1308,41 +1319,51 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
       rf[ks][i][0] = __ldg(Rk);
       rf[ks][i][1] = __ldg(Rk + D);
     }
-  pdl_wait();
+  // Each X row's source and destination (nullptr: no row / no hp slot), one thread per row, into shared memory
+  // before the PDL wait: they depend on the plan (hp_slots: host copies, as page_dst) and on the launch
+  // parameters only, never on a kernel of the step; so their integer divisions (by the GQA group) overlap the
+  // previous kernel instead of following the wait, and every thread below reads a pointer instead of dividing.
+  __shared__ const T* x_src[kRotCols];
+  __shared__ T* x_dst[kRotCols];
   const int nx = p.n_rows * (1 + (p.q ? p.group : 0));  // rows of X
-  // X row x: a new K row (x < n_rows) or a query; its source and destination (nullptr: no row / no hp slot)
-  auto x_src = [&](int x) -> const T* {
-    if (x < p.n_rows) return reinterpret_cast<const T*>(p.k) + x * p.k_sr + h * p.k_sh;
-    if (x >= nx) return nullptr;
-    const int j = x - p.n_rows;
-    return reinterpret_cast<const T*>(p.q) + (j / p.group) * p.q_sr + (h * p.group + j % p.group) * p.q_sh;
-  };
-  auto x_dst = [&](int x) -> T* {
-    if (x < p.n_rows) {
+  if (threadIdx.x < kRotCols) {
+    const int x = c0 + threadIdx.x;
+    const T* src = nullptr;
+    T* dst = nullptr;
+    if (x < p.n_rows) {  // a new K row: to its hp slot
+      src = reinterpret_cast<const T*>(p.k) + x * p.k_sr + h * p.k_sh;
       const int64_t slot = p.hp_slots[x];
-      return slot < 0 ? nullptr
-                      : reinterpret_cast<T*>(p.k_hp) + (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
+      if (slot >= 0) dst = reinterpret_cast<T*>(p.k_hp) + (slot / kTile) * p.h_sblk + h * p.h_sh + (slot % kTile) * p.h_srow;
+    } else if (x < nx) {  // query j % group of row j / group: to q_out
+      const int j = x - p.n_rows, r = j / p.group, hq = h * p.group + j % p.group;
+      src = reinterpret_cast<const T*>(p.q) + r * p.q_sr + hq * p.q_sh;
+      dst = reinterpret_cast<T*>(p.q_out) + ((int64_t)r * p.hkv * p.group + hq) * D;
     }
-    if (x >= nx) return nullptr;
-    const int j = x - p.n_rows;
-    return reinterpret_cast<T*>(p.q_out) + ((int64_t)(j / p.group) * p.hkv * p.group + h * p.group + j % p.group) * D;
-  };
+    x_src[threadIdx.x] = src;
+    x_dst[threadIdx.x] = dst;
+  }
+  __syncthreads();
+  pdl_wait();
   // stage X rows c0 .. c0 + kRotCols - 1 (zeros past nx): all loads first, then the stores
   uint32_t w[PER];
 #pragma unroll
   for (int i = 0; i < PER; i++) {
-    const int e = threadIdx.x + i * kAppendWarps * 32, r = e / (D / 2);
-    const T* src = x_src(c0 + r);
-    w[i] = src ? reinterpret_cast<const uint32_t*>(src)[e % (D / 2)] : 0u;
+    const int e = threadIdx.x + i * kAppendWarps * 32;
+    const T* src = x_src[e / (D / 2)];
+    w[i] = src ? __ldcg(reinterpret_cast<const unsigned int*>(src) + e % (D / 2)) : 0u;  // global, via L2
   }
+  // hi = R rounded to T (one paired conversion), lo = (R - hi) rounded to T (another): the unpacked hi are exact
+  // floats from bit shifts, so two conversions per pair of R's elements instead of four (ptxas places them after the
+  // X stores' barrier, whatever the source order: 32 F2FP per thread, ~0.5 us of the SM's conversion unit per CTA)
   uint32_t bhi[KS][2], blo[KS][2];
 #pragma unroll
   for (int ks = 0; ks < KS; ks++)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const float r0 = rf[ks][i][0], r1 = rf[ks][i][1];
-      const float h0 = M::to_float(M::from_float(r0)), h1 = M::to_float(M::from_float(r1));
-      bhi[ks][i] = M::pack(h0, h1);
+      float h0, h1;
+      bhi[ks][i] = M::pack(r0, r1);
+      M::unpack(bhi[ks][i], h0, h1);
       blo[ks][i] = M::pack(r0 - h0, r1 - h1);
     }
 #pragma unroll
@@ -1351,24 +1372,32 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
     xs[e / (D / 2)][e % (D / 2)] = w[i];
   }
   __syncthreads();
-  for (int mt = grp; mt < kRotCols / 16; mt += NG) {
-    const int xb = c0 + 16 * mt;
-    if (xb >= nx) break;
-    // A = X: a0 = X[xb + g][16 ks + 2 t (+ 1)], a1 = row + 8, a2 / a3 = dims + 8 (word 8 ks + t (+ 4) of the row)
-    const uint32_t* x0 = xs[16 * mt + g];
-    const uint32_t* x1 = xs[16 * mt + g + 8];
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  // the warp's m-tiles (kRotCols / 16 / NG: 2 at head_dim 128) side by side, so that their MMA chains overlap;
+  // rows past nx are staged zeros, computed and not stored
+  constexpr int MW = kRotCols / 16 / NG;
+  if (c0 + 16 * grp >= nx) return;
+  float acc[MW][4];
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
+  for (int m = 0; m < MW; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int m = 0; m < MW; m++) {
+      // A = X: a0 = X[16 mt + g][16 ks + 2 t (+ 1)], a1 = row + 8, a2 / a3 = dims + 8 (word 8 ks + t (+ 4) of the
+      // row), m-tile mt = grp + m NG
+      const uint32_t* x0 = xs[16 * (grp + m * NG) + g];
+      const uint32_t* x1 = x0 + 8 * XW;
       const uint32_t a[4] = {x0[8 * ks + t], x1[8 * ks + t], x0[8 * ks + t + 4], x1[8 * ks + t + 4]};
-      M::mma(acc, a, bhi[ks][0], bhi[ks][1]);
-      M::mma(acc, a, blo[ks][0], blo[ks][1]);
+      M::mma(acc[m], a, bhi[ks][0], bhi[ks][1]);
+      M::mma(acc[m], a, blo[ks][0], blo[ks][1]);
     }
-    // C: acc[0], acc[1] = Y[xb + g][8 nt + 2 t (+ 1)], acc[2], acc[3] = row + 8: one 32-bit store per row
-    T* d0 = x_dst(xb + g);
-    T* d1 = x_dst(xb + g + 8);
-    if (d0) *reinterpret_cast<uint32_t*>(d0 + 8 * nt + 2 * t) = M::pack(acc[0], acc[1]);
-    if (d1) *reinterpret_cast<uint32_t*>(d1 + 8 * nt + 2 * t) = M::pack(acc[2], acc[3]);
+  // C: acc[0], acc[1] = Y[16 mt + g][8 nt + 2 t (+ 1)], acc[2], acc[3] = row + 8: one 32-bit store per row
+#pragma unroll
+  for (int m = 0; m < MW; m++) {
+    T* d0 = x_dst[16 * (grp + m * NG) + g];
+    T* d1 = x_dst[16 * (grp + m * NG) + g + 8];
+    if (d0) *reinterpret_cast<uint32_t*>(d0 + 8 * nt + 2 * t) = M::pack(acc[m][0], acc[m][1]);
+    if (d1) *reinterpret_cast<uint32_t*>(d1 + 8 * nt + 2 * t) = M::pack(acc[m][2], acc[m][3]);
   }
 }
 
