@@ -51,3 +51,19 @@ def test_paired_variants_refuse_groups_above_4():
     for v, single in cuda_ops.PAIRED_VARIANTS.items():
         with pytest.raises(ValueError, match=f"variant {v} pairs tiles.*use variant {single}"):
             DecodePlan(1, 16, 2, 128, cache.metadata(ids), "cpu", torch.bfloat16, CudaDecodeConfig(variant=v))
+
+
+def test_default_variant_rule_per_card():
+    """The plan's variant when none is named: 4 below 64 (sequence, KV head) pairs, its paired form from 64 where
+    the group is <= 4 and the library has it, the 4-warp ring's paired form (10) from 256 pairs except on the card
+    measured to prefer the 8-warp ring there (H100 80GB HBM3); unknown cards keep the H200 rule."""
+    rule = cuda_ops._default_variant
+    have_all, have_none = (lambda v: True), (lambda v: False)
+    h200, h100, other = "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+    for card in (h200, other):
+        assert [rule(p, 4, card, have_all) for p in (1, 63, 64, 255, 256, 4096)] == [4, 4, 11, 11, 10, 10]
+        assert [rule(p, 8, card, have_all) for p in (1, 64, 255, 256)] == [4, 4, 4, 0]
+        assert [rule(p, 4, card, have_none) for p in (64, 256)] == [4, 0]
+    assert [rule(p, 4, h100, have_all) for p in (1, 64, 256, 4096)] == [4, 11, 11, 11]
+    assert [rule(p, 8, h100, have_all) for p in (1, 256, 4096)] == [4, 4, 4]
+    assert rule(256, 2, h100, have_none) == 4

@@ -309,7 +309,7 @@ class CudaDecodeConfig:
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     """
 
-    variant: int | None = None  # None: DecodePlan's rule (4 / 11 / 10 by (sequence, KV head) pairs and group)
+    variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, group and card)
     cta_overhead: float = 30.0
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
@@ -319,6 +319,30 @@ class CudaDecodeConfig:
     l2_evict_first: bool = True
     adaptive_splits: bool | None = True
     cta_order: str | None = None
+
+
+# (sequence, KV head) pairs from which the 4-warp ring (variant 0, paired 10) runs instead of the 8-warp one (4,
+# paired 11), by the device name's model: Qwen3-8B shape, group 4, head_dim 128 (BENCHMARKS.md). H200, eighteenth
+# session: 128K batch 32 (256 pairs) 775.5 us for 10 against 785.9 for 11 and 825.1 for 0. H100 80GB HBM3, thirtieth
+# session (four samples in two calls): 128K batch 32 910.3-911.1 for 11 against 923.6-924.8 for 10 (4 916.8-918.7,
+# 0 930.3-930.5), and at 32K batch 59 (472 pairs) 11 and 10 within 0.5% of each other (twenty-ninth session): on
+# that card the 8-warp ring stays (None). Other cards keep the H200's rule, the one measured first.
+FOUR_WARP_FROM_PAIRS = {"H100 80GB HBM3": None}
+FOUR_WARP_FROM_PAIRS_DEFAULT = 256
+
+
+def _default_variant(pairs: int, group: int, device_name: str, has_variant) -> int:
+    """DecodePlan's variant when the config names none: variant 4 below 64 (sequence, KV head) pairs (H200: 128K b1
+    31.5 vs 32.3 us paired), its paired form 11 from 64 (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8), the paired form
+    of 0 (10) from the card's FOUR_WARP_FROM_PAIRS on; pairing where the group allows it (<= 4) and the library has
+    the variant (``has_variant``: a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)."""
+    from_pairs = next((n for key, n in FOUR_WARP_FROM_PAIRS.items() if key in device_name),
+                      FOUR_WARP_FROM_PAIRS_DEFAULT)
+    v = 0 if from_pairs is not None and pairs >= from_pairs else 4
+    paired = {single: pv for pv, single in PAIRED_VARIANTS.items()}[v]
+    if pairs >= 64 and group <= 4 and has_variant(paired):
+        v = paired
+    return v
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
@@ -418,16 +442,8 @@ class DecodePlan:
                              f"free; this model has {self.group}: use variant {PAIRED_VARIANTS[v]}")
         L = lib()
         if v is None:
-            # fastest per shape in the 2026-12-05 H200 sweeps (BENCHMARKS.md, Qwen3-8B shape, group 4; us): variant
-            # 4 below 64 (sequence, KV head) pairs (128K b1 31.5 vs 32.3 paired), its paired form 11 from 64 (128K b8
-            # 192.8 vs 202.4, 128K b16 394.9 vs 432.8), the paired form of 0 from 256 (128K b32 775.5; 11 785.9, 0
-            # 825.1); pairing where the group allows it and the library has it (a kernel source of
-            # OSCARKV_KERNEL_SRC / bench --alt-src may not). Unpaired, 4 stays ahead of 0 up to 128 pairs.
-            pairs = batch * num_kv_heads
-            v = 4 if pairs < 256 else 0
-            paired = {single: pv for pv, single in PAIRED_VARIANTS.items()}[v]
-            if pairs >= 64 and self.group <= 4 and L.oscar_int2_decode_warps(_DT[dtype], head_dim, paired) > 0:
-                v = paired
+            v = _default_variant(batch * num_kv_heads, self.group, torch.cuda.get_device_name(torch.device(device)),
+                                 lambda pv: L.oscar_int2_decode_warps(_DT[dtype], head_dim, pv) > 0)
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
