@@ -198,3 +198,13 @@ def test_kernel_diff_lists_the_kernels_one_step_has_and_the_other_not(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()[1:]
     assert [ln.split()[0] for ln in lines] == ["append_kernel", "cudnn_attn"]
+
+
+def test_decode_chain_times_every_sequence(tmp_path):
+    """bench/decode_chain.py (the decode call's cost between its neighbours in a layer) runs its sequences and
+    derives the decode's share of each from the same run."""
+    r = run_script("decode_chain", tmp_path)["points"][0]
+    for k in ("decode", "gemv", "append", "decode_gemv", "append_gemv", "append_decode_gemv"):
+        assert r[f"{k}_us"] > 0
+    assert r["decode_in_chain_us"] == pytest.approx(r["append_decode_gemv_us"] - r["append_gemv_us"])
+    assert r["decode_after_gemv_us"] == pytest.approx(r["decode_gemv_us"] - r["gemv_us"])

@@ -1,0 +1,114 @@
+"""What an INT2 decode call costs between its neighbours in a model step (issues 7 and 8), on the GPU machine:
+
+    python3 bench/decode_chain.py --points 131072x1,32768x1 --out $OUT/chain.json
+
+Why: on the H100 (thirtieth session) the Qwen3-8B step at 128K batch 1 spends 1.540 ms per step in the decode
+kernel (step_ablate: replay with the decode switched off), 42.8 us per layer, where bench_decode times the same
+call at 36.5 us. bench_decode replays decode calls back to back, so with PDL each call's prologue and first loads
+overlap the previous call's tail (its merge and epilogue); in the step the kernel before it is the append (R_K
+fused) and the kernel after it the o_proj GEMM, which starts only when the decode call has ended.
+
+Per point LxB (Qwen3-8B attention shape of bench_decode, the CUDA kernel with DecodePlan's default config and
+early reads, as the paged cache runs it; R copies of the pool, o_proj-shaped weights and append pools, so that
+every call reads HBM), each graph-replayed as bench_decode.time_calls does, time per layer:
+
+* decode:  decode calls back to back (bench_decode's number), and again with PDL off (each call alone);
+* gemv:    y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS);  decode_gemv: decode then that GEMV;
+* append:  the step's append with R_K fused (bench_decode.append_steps);  append_gemv, append_decode_gemv.
+
+Derived: the decode's cost after a GEMV (decode_gemv - gemv) and in the layer's chain (append_decode_gemv -
+append_gemv), beside its back-to-back time. ``--smoke`` runs tiny sizes on CPU (Triton interpreter) to check the
+script itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_decode as bd  # noqa: E402  (sets TRITON_INTERPRET under --smoke)
+
+from oscarkv.fileio import source_commit  # noqa: E402
+from oscarkv.kernels import DecodePlan, decode_attention  # noqa: E402
+
+
+def chain_point(B: int, L: int, dev: torch.device) -> dict:
+    backend = "triton" if bd.SMOKE else "cuda"
+    nbytes = bd.int2_bytes(B, L)
+    R = 2 if bd.SMOKE else max(3, bd.copies_for(nbytes))
+    pool, metas = bd.make_mixed(B, L, R, dev, "logical" if bd.SMOKE else "tile16")
+    hd = bd.HQ * bd.D
+    q = torch.randn(B, bd.HQ, bd.D, device=dev, dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    # o_proj weights: R copies, >= 3 x 32 MB at the 8B shape, so each GEMV reads HBM as in the step
+    ws = [(torch.randn(hd, hd, device=dev) * hd ** -0.5).bfloat16() for _ in range(R)]
+    y = torch.empty(B, hd, device=dev, dtype=torch.bfloat16)
+    apps, _ = bd.append_steps(B, dev, backend, steps=16, rotation="fused")
+    if backend == "cuda":
+        plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None)) for m in metas]
+        dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)]
+    else:
+        dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
+    gemv = [lambda w=w: torch.mm(out.view(B, hd), w, out=y) for w in ws]
+    n = max(R, len(apps))  # one layer per element: copy i % R, append step i % 16
+
+    def seq(*parts):
+        return [lambda i=i: [p[i % len(p)]() for p in parts] for i in range(n)]
+
+    t = {}
+    for name, parts in (("decode", (dec,)), ("gemv", (gemv,)), ("append", (apps,)), ("decode_gemv", (dec, gemv)),
+                        ("append_gemv", (apps, gemv)), ("append_decode_gemv", (apps, dec, gemv))):
+        t[name] = bd.time_calls(seq(*parts)) * 1e6
+    if backend == "cuda":
+        from oscarkv.kernels import cuda_ops
+
+        pdl, cuda_ops.USE_PDL = cuda_ops.USE_PDL, False
+        try:  # the decode alone: every call pays its launch, prologue and tail
+            t["decode_no_pdl"] = bd.time_calls(seq(dec)) * 1e6
+        finally:
+            cuda_ops.USE_PDL = pdl
+    r = dict(L=L, B=B, bytes=nbytes, copies=R, **{f"{k}_us": v for k, v in t.items()})
+    r["decode_after_gemv_us"] = t["decode_gemv"] - t["gemv"]
+    r["decode_in_chain_us"] = t["append_decode_gemv"] - t["append_gemv"]
+    if backend == "cuda":
+        r["splits"], r["variant"] = f"{plans[0].n_hp}+{plans[0].n_int2}", plans[0].variant
+    del pool, metas, ws
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
+    ap.add_argument("--out", default="decode_chain.json")
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args()
+    if not bd.SMOKE and not torch.cuda.is_available():
+        ap.exit(2, "decode_chain.py: this machine has no CUDA GPU; add --smoke for the small CPU run of the script\n")
+    if bd.SMOKE:
+        bd.HQ, bd.HKV, bd.SINK, bd.RECENT = 4, 1, 16, 32
+    dev = torch.device("cpu" if bd.SMOKE else "cuda")
+    points = ["700x2"] if bd.SMOKE else [p for p in a.points.split(",") if p]
+    res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
+               commit=source_commit(), device="cpu" if bd.SMOKE else torch.cuda.get_device_name(), points=[])
+    for pt in points:
+        L, B = (int(x) for x in pt.split("x"))
+        r = chain_point(B, L, dev)
+        res["points"].append(r)
+        bd.log(f"chain L={L} B={B}: decode back to back {r['decode_us']:.1f} us"
+               + (f" (PDL off {r['decode_no_pdl_us']:.1f})" if "decode_no_pdl_us" in r else "")
+               + f", after a GEMV {r['decode_after_gemv_us']:.1f} (gemv {r['gemv_us']:.1f}), in append -> decode -> "
+               f"GEMV {r['decode_in_chain_us']:.1f} (append {r['append_us']:.1f}, chain {r['append_decode_gemv_us']:.1f})")
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+        if not bd.SMOKE:
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
