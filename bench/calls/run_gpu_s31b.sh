@@ -18,10 +18,7 @@ done
 timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 32768 \
   --batches 1,32,128 --out "$OUT/${T}_32k.json" > "$OUT/${T}_32k.log" 2>&1
 t "32K rc=$?"; grep -E "^L=|rror" "$OUT/${T}_32k.log" | cut -c1-330
-EQ=(--contexts "" --modes compiled --tput-context 32768 --fuse-projections --steps 32 --compiled-bf16-backends CUDNN_ATTENTION)
 for m in qwen3-4b qwen3-8b; do
   [ $(left) -lt 90 ] && break
-  timeout $(( $(left) - 5 )) python3 bench/bench_model.py --models $m "${EQ[@]}" \
-    --out "$OUT/${T}_eq_$m.json" > "$OUT/${T}_eq_$m.log" 2>&1
-  t "equal memory $m rc=$?"; grep -E "equal|Error|error" "$OUT/${T}_eq_$m.log" | cut -c1-240
+  eq_memory $m
 done

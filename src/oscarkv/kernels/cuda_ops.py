@@ -441,19 +441,20 @@ class DecodePlan:
             raise ValueError(f"variant {v} pairs tiles on the MMA columns that <= 4 query heads per KV head leave "
                              f"free; this model has {self.group}: use variant {PAIRED_VARIANTS[v]}")
         L = lib()
+        dev = torch.device(device)
+        props = torch.cuda.get_device_properties(dev)
+        bh = batch * num_kv_heads  # (sequence, KV head) pairs
         if v is None:
-            v = _default_variant(batch * num_kv_heads, self.group, torch.cuda.get_device_name(torch.device(device)),
+            v = _default_variant(bh, self.group, props.name,
                                  lambda pv: L.oscar_int2_decode_warps(_DT[dtype], head_dim, pv) > 0)
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
         if per_sm <= 0 or warps <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
-        dev = torch.device(device)
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        sms = props.multi_processor_count
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
-        bh = batch * num_kv_heads
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
         max_ns = warps * (8 * head_dim - 128) // self.group
