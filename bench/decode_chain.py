@@ -16,9 +16,13 @@ every call reads HBM), each graph-replayed as bench_decode.time_calls does, time
 * gemv:    y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS);  decode_gemv: decode then that GEMV;
 * append:  the step's append with R_K fused (bench_decode.append_steps);  append_gemv, append_decode_gemv.
 
+* tiny:    a one-element add, a kernel launched without PDL that does nothing else: tiny_decode, decode_tiny,
+           gemv_tiny, append_decode (thirty-first session: which neighbour the chain's extra time belongs to).
+
 Derived: the decode's cost after a GEMV (decode_gemv - gemv) and in the layer's chain (append_decode_gemv -
-append_gemv), beside its back-to-back time. ``--smoke`` runs tiny sizes on CPU (Triton interpreter) to check the
-script itself.
+append_gemv), beside its back-to-back time; after and before a kernel that does nothing (tiny_decode - tiny,
+decode_tiny - tiny), right after the append (append_decode - append); the GEMV's cost beside that kernel rather than
+back to back (gemv_tiny - tiny). ``--smoke`` runs tiny sizes on CPU (Triton interpreter) to check the script itself.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def chain_point(B: int, L: int, dev: torch.device) -> dict:
     else:
         dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
     gemv = [lambda w=w: torch.mm(out.view(B, hd), w, out=y) for w in ws]
+    z = torch.zeros(1, device=dev)
+    tiny = [lambda: z.add_(1.0)]
     n = max(R, len(apps))  # one layer per element: copy i % R, append step i % 16
 
     def seq(*parts):
@@ -63,7 +69,9 @@ def chain_point(B: int, L: int, dev: torch.device) -> dict:
 
     t = {}
     for name, parts in (("decode", (dec,)), ("gemv", (gemv,)), ("append", (apps,)), ("decode_gemv", (dec, gemv)),
-                        ("append_gemv", (apps, gemv)), ("append_decode_gemv", (apps, dec, gemv))):
+                        ("append_gemv", (apps, gemv)), ("append_decode_gemv", (apps, dec, gemv)), ("tiny", (tiny,)),
+                        ("tiny_decode", (tiny, dec)), ("decode_tiny", (dec, tiny)), ("gemv_tiny", (gemv, tiny)),
+                        ("append_decode", (apps, dec))):
         t[name] = bd.time_calls(seq(*parts)) * 1e6
     if backend == "cuda":
         from oscarkv.kernels import cuda_ops
@@ -76,6 +84,10 @@ def chain_point(B: int, L: int, dev: torch.device) -> dict:
     r = dict(L=L, B=B, bytes=nbytes, copies=R, **{f"{k}_us": v for k, v in t.items()})
     r["decode_after_gemv_us"] = t["decode_gemv"] - t["gemv"]
     r["decode_in_chain_us"] = t["append_decode_gemv"] - t["append_gemv"]
+    r["decode_after_tiny_us"] = t["tiny_decode"] - t["tiny"]
+    r["decode_before_tiny_us"] = t["decode_tiny"] - t["tiny"]
+    r["decode_after_append_us"] = t["append_decode"] - t["append"]
+    r["gemv_beside_tiny_us"] = t["gemv_tiny"] - t["tiny"]
     if backend == "cuda":
         r["splits"], r["variant"] = f"{plans[0].n_hp}+{plans[0].n_int2}", plans[0].variant
     del pool, metas, ws
@@ -104,6 +116,9 @@ def main():
                + (f" (PDL off {r['decode_no_pdl_us']:.1f})" if "decode_no_pdl_us" in r else "")
                + f", after a GEMV {r['decode_after_gemv_us']:.1f} (gemv {r['gemv_us']:.1f}), in append -> decode -> "
                f"GEMV {r['decode_in_chain_us']:.1f} (append {r['append_us']:.1f}, chain {r['append_decode_gemv_us']:.1f})")
+        bd.log(f"chain L={L} B={B}: decode after a kernel that does nothing {r['decode_after_tiny_us']:.1f} us, before one "
+               f"{r['decode_before_tiny_us']:.1f} (that kernel {r['tiny_us']:.1f}), after the append "
+               f"{r['decode_after_append_us']:.1f}; GEMV beside it {r['gemv_beside_tiny_us']:.1f}")
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
         if not bd.SMOKE:

@@ -204,7 +204,10 @@ def test_decode_chain_times_every_sequence(tmp_path):
     """bench/decode_chain.py (the decode call's cost between its neighbours in a layer) runs its sequences and
     derives the decode's share of each from the same run."""
     r = run_script("decode_chain", tmp_path)["points"][0]
-    for k in ("decode", "gemv", "append", "decode_gemv", "append_gemv", "append_decode_gemv"):
+    for k in ("decode", "gemv", "append", "decode_gemv", "append_gemv", "append_decode_gemv", "tiny", "tiny_decode",
+              "decode_tiny", "gemv_tiny", "append_decode"):
         assert r[f"{k}_us"] > 0
     assert r["decode_in_chain_us"] == pytest.approx(r["append_decode_gemv_us"] - r["append_gemv_us"])
     assert r["decode_after_gemv_us"] == pytest.approx(r["decode_gemv_us"] - r["gemv_us"])
+    assert r["decode_after_tiny_us"] == pytest.approx(r["tiny_decode_us"] - r["tiny_us"])
+    assert r["gemv_beside_tiny_us"] == pytest.approx(r["gemv_tiny_us"] - r["tiny_us"])
