@@ -42,7 +42,9 @@ from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.kernels import DecodePlan, decode_attention  # noqa: E402
 
 
-def chain_point(B: int, L: int, dev: torch.device) -> dict:
+def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None) -> dict:
+    """One point's sequences and derived costs; ``splits`` = (hp, int2) fixes the decode's split counts (else the
+    plan's)."""
     backend = "triton" if bd.SMOKE else "cuda"
     nbytes = bd.int2_bytes(B, L)
     R = 2 if bd.SMOKE else max(3, bd.copies_for(nbytes))
@@ -55,7 +57,9 @@ def chain_point(B: int, L: int, dev: torch.device) -> dict:
     y = torch.empty(B, hd, device=dev, dtype=torch.bfloat16)
     apps, _ = bd.append_steps(B, dev, backend, steps=16, rotation="fused")
     if backend == "cuda":
-        plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None)) for m in metas]
+        hp, i2 = splits or (None, None)
+        plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None), n_hp_splits=hp,
+                            n_int2_splits=i2) for m in metas]
         dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)]
     else:
         dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
@@ -98,6 +102,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
     ap.add_argument("--out", default="decode_chain.json")
+    ap.add_argument("--alt-splits", default="", help="LxB=hp+int2,...: each point of these also with these decode "
+                    "split counts (e.g. a batch-1 grid that leaves the append's CTAs room beside the decode's)")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if not bd.SMOKE and not torch.cuda.is_available():
@@ -108,15 +114,18 @@ def main():
     points = ["700x2"] if bd.SMOKE else [p for p in a.points.split(",") if p]
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
                commit=source_commit(), device="cpu" if bd.SMOKE else torch.cuda.get_device_name(), points=[])
-    for pt in points:
+    alt = [e.split("=") for e in a.alt_splits.split(",") if e]
+    runs = [(pt, None) for pt in points] + [(pt, tuple(int(x) for x in sp.split("+"))) for pt, sp in alt]
+    for pt, splits in runs:
         L, B = (int(x) for x in pt.split("x"))
-        r = chain_point(B, L, dev)
+        r = chain_point(B, L, dev, splits)
         res["points"].append(r)
-        bd.log(f"chain L={L} B={B}: decode back to back {r['decode_us']:.1f} us"
+        tag = f"L={L} B={B}" + (f" ({r['splits']})" if splits and "splits" in r else "")
+        bd.log(f"chain {tag}: decode back to back {r['decode_us']:.1f} us"
                + (f" (PDL off {r['decode_no_pdl_us']:.1f})" if "decode_no_pdl_us" in r else "")
                + f", after a GEMV {r['decode_after_gemv_us']:.1f} (gemv {r['gemv_us']:.1f}), in append -> decode -> "
                f"GEMV {r['decode_in_chain_us']:.1f} (append {r['append_us']:.1f}, chain {r['append_decode_gemv_us']:.1f})")
-        bd.log(f"chain L={L} B={B}: decode after a kernel that does nothing {r['decode_after_tiny_us']:.1f} us, before one "
+        bd.log(f"chain {tag}: decode after a kernel that does nothing {r['decode_after_tiny_us']:.1f} us, before one "
                f"{r['decode_before_tiny_us']:.1f} (that kernel {r['tiny_us']:.1f}), after the append "
                f"{r['decode_after_append_us']:.1f}; GEMV beside it {r['gemv_beside_tiny_us']:.1f}")
         with open(a.out, "w") as f:
