@@ -14,15 +14,19 @@ every call reads HBM), each graph-replayed as bench_decode.time_calls does, time
 
 * decode:  decode calls back to back (bench_decode's number), and again with PDL off (each call alone);
 * gemv:    y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS);  decode_gemv: decode then that GEMV;
-* append:  the step's append with R_K fused (bench_decode.append_steps);  append_gemv, append_decode_gemv.
-
+* append:  the step's append with R_K fused (bench_decode.append_steps);  append_gemv, append_decode_gemv;
 * tiny:    a one-element add, a kernel launched without PDL that does nothing else: tiny_decode, decode_tiny,
            gemv_tiny, append_decode (thirty-first session: which neighbour the chain's extra time belongs to).
 
 Derived: the decode's cost after a GEMV (decode_gemv - gemv) and in the layer's chain (append_decode_gemv -
 append_gemv), beside its back-to-back time; after and before a kernel that does nothing (tiny_decode - tiny,
 decode_tiny - tiny), right after the append (append_decode - append); the GEMV's cost beside that kernel rather than
-back to back (gemv_tiny - tiny). ``--smoke`` runs tiny sizes on CPU (Triton interpreter) to check the script itself.
+back to back (gemv_tiny - tiny). ``--alt-splits LxB=hp+int2,...`` times a point again with those decode split
+counts. ``--smoke`` runs tiny sizes on CPU (Triton interpreter) to check the script itself.
+
+Found (H100, thirty-first session, BENCHMARKS.md): in the layer the decode costs its PDL-off time less ~1.2 us that
+the append before it hides, plus 1.4-2.2 us that appear only next to the GEMV; grids that leave the append room
+beside the decode's CTAs do no better.
 """
 
 from __future__ import annotations
