@@ -11,7 +11,10 @@ rotation goes with it, and the queries are only copied into the rotated-query bu
 that the decode kernel reads defined values); ``no_decode`` (the decode kernel does not run); ``no_kv``
 (neither). BF16 variants (compiled like bench_model.py): ``full``, the fastest of
 ``--bf16-backends`` (cuDNN SDPA over a StaticCache and FlashInfer's paged decode by default, each in
-``full_backends``), and ``no_attention`` (SDPA's attention function returns zeros, another compilation). Also
+``full_backends``), and ``no_attention`` (SDPA's attention function returns zeros, another compilation; the
+compiler then drops what only feeds the queries, their norm and rotary embedding (and with unfused projections the
+q GEMM; seen on CPU in inductor's code for a toy step, thirty-first session), so this step is a little faster than
+BF16's real shared part and ``bound`` is an upper bound). Also
 ``steps_ms``: real decode steps (one token each, a page demoted every 8), per OSCAR variant. On the GPU also
 ``bound`` (issue 8): the ideal speedup from bytes and the best one this model allows (BF16 without attention +
 OSCAR's KV bytes at copy bandwidth).
