@@ -12,7 +12,8 @@ Per point LxB (Qwen3-8B attention shape of bench_decode, the CUDA kernel with De
 early reads, as the paged cache runs it; R copies of the pool, o_proj-shaped weights and append pools, so that
 every call reads HBM), each graph-replayed as bench_decode.time_calls does, time per layer:
 
-* decode:  decode calls back to back (bench_decode's number), and again with PDL off (each call alone);
+* decode:  decode calls back to back (bench_decode's number), and again with PDL off (each call alone; and
+           decode_gemv_no_pdl: the decode-then-GEMV pairs with the decode's PDL off);
 * gemv:    y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS);  decode_gemv: decode then that GEMV;
 * append:  the step's append with R_K fused (bench_decode.append_steps);  append_gemv, append_decode_gemv;
 * tiny:    a one-element add, a kernel launched without PDL that does nothing else: tiny_decode, decode_tiny,
@@ -85,8 +86,9 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
         from oscarkv.kernels import cuda_ops
 
         pdl, cuda_ops.USE_PDL = cuda_ops.USE_PDL, False
-        try:  # the decode alone: every call pays its launch, prologue and tail
+        try:  # the decode alone: every call pays its launch, prologue and tail; and next to the GEMV that way
             t["decode_no_pdl"] = bd.time_calls(seq(dec)) * 1e6
+            t["decode_gemv_no_pdl"] = bd.time_calls(seq(dec, gemv)) * 1e6
         finally:
             cuda_ops.USE_PDL = pdl
     r = dict(L=L, B=B, bytes=nbytes, copies=R, **{f"{k}_us": v for k, v in t.items()})
@@ -97,6 +99,7 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
     r["decode_after_append_us"] = t["append_decode"] - t["append"]
     r["gemv_beside_tiny_us"] = t["gemv_tiny"] - t["tiny"]
     if backend == "cuda":
+        r["decode_after_gemv_no_pdl_us"] = t["decode_gemv_no_pdl"] - t["gemv"]
         r["splits"], r["variant"] = f"{plans[0].n_hp}+{plans[0].n_int2}", plans[0].variant
     del pool, metas, ws
     return r
@@ -131,7 +134,9 @@ def main():
                f"GEMV {r['decode_in_chain_us']:.1f} (append {r['append_us']:.1f}, chain {r['append_decode_gemv_us']:.1f})")
         bd.log(f"chain {tag}: decode after a kernel that does nothing {r['decode_after_tiny_us']:.1f} us, before one "
                f"{r['decode_before_tiny_us']:.1f} (that kernel {r['tiny_us']:.1f}), after the append "
-               f"{r['decode_after_append_us']:.1f}; GEMV beside it {r['gemv_beside_tiny_us']:.1f}")
+               f"{r['decode_after_append_us']:.1f}; GEMV beside it {r['gemv_beside_tiny_us']:.1f}"
+               + (f"; with PDL off, decode after a GEMV {r['decode_after_gemv_no_pdl_us']:.1f}"
+                  if "decode_after_gemv_no_pdl_us" in r else ""))
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
         if not bd.SMOKE:
