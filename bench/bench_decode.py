@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -140,6 +141,18 @@ def copy_bandwidth(dev):
         out["copy_events"] = 2 * n / statistics.median(ts)
     del x, y
     return max(out.values()), out
+
+
+def split_spec(spec: str) -> list[tuple[str, tuple[int, int]]]:
+    """argparse type of ``--alt-splits``: "LxB=hp+int2,..." -> [("LxB", (hp, int2)), ...] (a point may repeat)."""
+    out = []
+    for e in (x for x in spec.split(",") if x):
+        pt, _, sp = e.partition("=")
+        hp, _, i2 = sp.partition("+")
+        if not (re.fullmatch(r"\d+x\d+", pt) and hp.isdigit() and i2.isdigit()):
+            raise argparse.ArgumentTypeError(f"'{e}' is not LxB=hp+int2 (e.g. 131072x1=2+31)")
+        out.append((pt, (int(hp), int(i2))))
+    return out
 
 
 def copies_for(nbytes):
@@ -531,8 +544,9 @@ def main():
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
-    ap.add_argument("--alt-splits", default="", help="LxB=hp+int2,...: also time our kernel with these split "
-                    "counts at these table points (column ours_alt; e.g. an earlier split model's choices)")
+    ap.add_argument("--alt-splits", type=split_spec, default=[],
+                    help="LxB=hp+int2,...: also time our kernel with these split counts at these table points "
+                    "(column ours_alt; e.g. an earlier split model's choices)")
     ap.add_argument("--sweep-hp", default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
@@ -686,7 +700,7 @@ def main():
             fi = False
     contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",") if x]
     batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",") if x]
-    alt = {k: tuple(int(x) for x in v.split("+")) for k, v in (e.split("=") for e in a.alt_splits.split(",") if e)}
+    alt = dict(a.alt_splits)
     table = []
     for L in contexts:
         for B in batches:

@@ -47,6 +47,18 @@ from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.kernels import DecodePlan, decode_attention  # noqa: E402
 
 
+# derived costs, name -> (sequence, minus sequence): the decode's (or the GEMV's) share of a sequence of calls
+DERIVED = {
+    "decode_after_gemv": ("decode_gemv", "gemv"),
+    "decode_in_chain": ("append_decode_gemv", "append_gemv"),
+    "decode_after_tiny": ("tiny_decode", "tiny"),
+    "decode_before_tiny": ("decode_tiny", "tiny"),
+    "decode_after_append": ("append_decode", "append"),
+    "gemv_beside_tiny": ("gemv_tiny", "tiny"),
+    "decode_after_gemv_no_pdl": ("decode_gemv_no_pdl", "gemv"),  # CUDA only (PDL)
+}
+
+
 def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None) -> dict:
     """One point's sequences and derived costs; ``splits`` = (hp, int2) fixes the decode's split counts (else the
     plan's)."""
@@ -92,14 +104,8 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
         finally:
             cuda_ops.USE_PDL = pdl
     r = dict(L=L, B=B, bytes=nbytes, copies=R, **{f"{k}_us": v for k, v in t.items()})
-    r["decode_after_gemv_us"] = t["decode_gemv"] - t["gemv"]
-    r["decode_in_chain_us"] = t["append_decode_gemv"] - t["append_gemv"]
-    r["decode_after_tiny_us"] = t["tiny_decode"] - t["tiny"]
-    r["decode_before_tiny_us"] = t["decode_tiny"] - t["tiny"]
-    r["decode_after_append_us"] = t["append_decode"] - t["append"]
-    r["gemv_beside_tiny_us"] = t["gemv_tiny"] - t["tiny"]
+    r.update({f"{k}_us": t[a] - t[b] for k, (a, b) in DERIVED.items() if a in t})
     if backend == "cuda":
-        r["decode_after_gemv_no_pdl_us"] = t["decode_gemv_no_pdl"] - t["gemv"]
         r["splits"], r["variant"] = f"{plans[0].n_hp}+{plans[0].n_int2}", plans[0].variant
     del pool, metas, ws
     return r
@@ -109,8 +115,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
     ap.add_argument("--out", default="decode_chain.json")
-    ap.add_argument("--alt-splits", default="", help="LxB=hp+int2,...: each point of these also with these decode "
-                    "split counts (e.g. a batch-1 grid that leaves the append's CTAs room beside the decode's)")
+    ap.add_argument("--alt-splits", type=bd.split_spec, default=[],
+                    help="LxB=hp+int2,...: each point of these also with these decode split counts (e.g. a batch-1 "
+                    "grid that leaves the append's CTAs room beside the decode's)")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if not bd.SMOKE and not torch.cuda.is_available():
@@ -121,8 +128,7 @@ def main():
     points = ["700x2"] if bd.SMOKE else [p for p in a.points.split(",") if p]
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
                commit=source_commit(), device="cpu" if bd.SMOKE else torch.cuda.get_device_name(), points=[])
-    alt = [e.split("=") for e in a.alt_splits.split(",") if e]
-    runs = [(pt, None) for pt in points] + [(pt, tuple(int(x) for x in sp.split("+"))) for pt, sp in alt]
+    runs = [(pt, None) for pt in points] + a.alt_splits
     for pt, splits in runs:
         L, B = (int(x) for x in pt.split("x"))
         r = chain_point(B, L, dev, splits)

@@ -211,3 +211,18 @@ def test_decode_chain_times_every_sequence(tmp_path):
     assert r["decode_after_gemv_us"] == pytest.approx(r["decode_gemv_us"] - r["gemv_us"])
     assert r["decode_after_tiny_us"] == pytest.approx(r["tiny_decode_us"] - r["tiny_us"])
     assert r["gemv_beside_tiny_us"] == pytest.approx(r["gemv_tiny_us"] - r["tiny_us"])
+    assert r["decode_before_tiny_us"] == pytest.approx(r["decode_tiny_us"] - r["tiny_us"])
+    assert r["decode_after_append_us"] == pytest.approx(r["append_decode_us"] - r["append_us"])
+
+
+def test_split_spec_parses_and_refuses_bad_specs():
+    """--alt-splits of bench_decode.py and decode_chain.py: one parser, a one-line argparse error on a bad entry."""
+    bd = bench_module("bench_decode")
+    assert bd.split_spec("131072x1=2+31,131072x1=1+31,") == [("131072x1", (2, 31)), ("131072x1", (1, 31))]
+    assert bd.split_spec("") == []
+    for bad in ("131072x1", "131072x1=2", "131072=2+31", "131072x1=a+31"):
+        with pytest.raises(bd.argparse.ArgumentTypeError, match="is not LxB=hp\\+int2"):
+            bd.split_spec(bad)
+    r = subprocess.run([sys.executable, str(BENCH / "decode_chain.py"), "--smoke", "--alt-splits", "700x2=2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "'700x2=2' is not LxB=hp+int2" in r.stderr
