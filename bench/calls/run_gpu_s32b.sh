@@ -1,0 +1,42 @@
+#!/bin/bash
+# Thirty-second session (not run: no device was lent after the first start failed; for the next session). One GPU,
+# < 10 min, carry [".whl", ".kcache", ".alt"]. Prepare here, from the repo root (the patched source, then both kernel
+# libraries prebuilt into .kcache, ~100 s each; without them the device builds each at first use, ~40 s):
+#   mkdir -p .alt && patch -s -o .alt/int2_paged_bf16.cu src/oscarkv/kernels/cuda/int2_paged.cu \
+#     < bench/results/2026-12-05_s32_bf16_partials.patch
+#   for s in "" $PWD/.alt/int2_paged_bf16.cu; do PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache \
+#     OSCARKV_KERNEL_SRC=$s .venv/bin/python -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; done
+#   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s32b.sh
+# The patch: split partials in bf16, so that at 128K batch 1 the last CTA holds its 32-33 splits' loads in flight in
+# half the registers (KF 18 x uint2 instead of 12 x float4) and merges after one L2 round trip instead of two.
+# 1. GPU tests with the patched kernel (test_cuda_kernels.py in full);
+# 2. main vs patched, alternating, three rounds: the plan's grid at 128K / 32K batch 1 (variant 4) and 128K batch 32
+#    (variant 11);
+# 3. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off).
+set -u
+[ -f .alt/int2_paged_bf16.cu ] || { echo ".alt/int2_paged_bf16.cu missing: prepare it as this script's header says"; exit 2; }
+T="$(date +%Y-%m-%d)_s32b"
+source bench/gpu_env.sh
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+ALT=$PWD/.alt/int2_paged_bf16.cu
+OSCARKV_KERNEL_SRC=$ALT timeout 120 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py \
+  > "$OUT/${T}_tests.log" 2>&1
+t "GPU kernel tests (bf16 partials) rc=$?"; tail -1 "$OUT/${T}_tests.log" | cut -c1-200
+grep -E "^FAILED|^ERROR" "$OUT/${T}_tests.log" | head -5 | cut -c1-200
+ab() {  # $1 tag, $2 source ("" = this tree's), $3 round
+  OSCARKV_KERNEL_SRC=$2 timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
+    --no-triton --no-append --sweep --sweep-variants 4 --sweep-scales 1.0 --sweep-points 131072x1,32768x1 \
+    --out "/tmp/ab/${T}_ab_$1_$3.json" > "/tmp/ab/${T}_ab_$1_$3.log" 2>&1
+  echo "$1 round $3 rc=$?: $(grep -E '^sweep' "/tmp/ab/${T}_ab_$1_$3.log" | sed 's/sweep L=//' | cut -c1-60 | tr '\n' ';')"
+  OSCARKV_KERNEL_SRC=$2 timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
+    --no-triton --no-append --sweep --sweep-variants 11 --sweep-scales 1.0 --sweep-points 131072x32 \
+    > "/tmp/ab/${T}_ab32_$1_$3.log" 2>&1
+  echo "$1 round $3 b32: $(grep -E '^sweep' "/tmp/ab/${T}_ab32_$1_$3.log" | sed 's/sweep L=//' | cut -c1-60)"
+}
+mkdir -p /tmp/ab
+for r in 1 2 3; do ab main "" $r; ab bf16 "$ALT" $r; done | tee "$OUT/${T}_ab.txt"
+(cd /tmp/ab && tar czf "$OUT/${T}_ab_logs.tgz" .)
+t "A/B done"
+timeout $(( $(left) - 5 )) python3 bench/decode_chain.py --points 131072x1,32768x1 \
+  --out "$OUT/${T}_chain.json" > "$OUT/${T}_chain.log" 2>&1
+t "decode chain rc=$?"; grep -E "^chain|rror" "$OUT/${T}_chain.log" | cut -c1-300
