@@ -6,13 +6,17 @@
 #     < bench/results/2026-12-05_s32_bf16_partials.patch
 #   for s in "" $PWD/.alt/int2_paged_bf16.cu; do PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache \
 #     OSCARKV_KERNEL_SRC=$s .venv/bin/python -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; done
+#   PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache .venv/bin/python -c "import sys; sys.path.insert(0,
+#     'bench'); import trace_decode as t; t.use_trace_build(); print(t.cuda_ops.build())"   # the trace build
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s32b.sh
 # The patch: split partials in bf16, so that at 128K batch 1 the last CTA holds its 32-33 splits' loads in flight in
 # half the registers (KF 18 x uint2 instead of 12 x float4) and merges after one L2 round trip instead of two.
 # 1. GPU tests with the patched kernel (test_cuda_kernels.py in full);
 # 2. main vs patched, alternating, three rounds: the plan's grid at 128K / 32K batch 1 (variant 4) and 128K batch 32
 #    (variant 11);
-# 3. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off).
+# 3. bench/trace_decode.py: the timeline of a 128K / 32K batch-1 call's start and end from inside the kernel (a trace
+#    build of main's kernel: b2b, no PDL, in the layer's chain);
+# 4. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off).
 set -u
 [ -f .alt/int2_paged_bf16.cu ] || { echo ".alt/int2_paged_bf16.cu missing: prepare it as this script's header says"; exit 2; }
 T="$(date +%Y-%m-%d)_s32b"
@@ -37,6 +41,9 @@ mkdir -p /tmp/ab
 for r in 1 2 3; do ab main "" $r; ab bf16 "$ALT" $r; done | tee "$OUT/${T}_ab.txt"
 (cd /tmp/ab && tar czf "$OUT/${T}_ab_logs.tgz" .)
 t "A/B done"
+timeout 150 python3 bench/trace_decode.py --points 131072x1,32768x1 --out "$OUT/${T}_trace.json" \
+  > "$OUT/${T}_trace.log" 2>&1
+t "trace rc=$?"; grep -E "^trace|rror" "$OUT/${T}_trace.log" | cut -c1-600
 timeout $(( $(left) - 5 )) python3 bench/decode_chain.py --points 131072x1,32768x1 \
   --out "$OUT/${T}_chain.json" > "$OUT/${T}_chain.log" 2>&1
 t "decode chain rc=$?"; grep -E "^chain|rror" "$OUT/${T}_chain.log" | cut -c1-300

@@ -226,3 +226,39 @@ def test_split_spec_parses_and_refuses_bad_specs():
     r = subprocess.run([sys.executable, str(BENCH / "decode_chain.py"), "--smoke", "--alt-splits", "700x2=2"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "'700x2=2' is not LxB=hp+int2" in r.stderr
+
+
+def test_trace_decode_summary_reads_the_kernel_records():
+    """bench/trace_decode.py's summary of the trace build's records (synthetic here: two CTAs of two warps, the
+    second the merging one, its SM at 2 cycles per ns): spreads from the first entry, the end after the last warp's
+    loop, and the merging CTA's event deltas in cycles and ns."""
+    td = bench_module("trace_decode")
+    gt = torch.zeros(td.CTAS, td.EVENTS, dtype=torch.int64)
+    gt[0, :5] = torch.tensor([1000, 1500, 5000, 5200, 5800])
+    gt[1] = torch.tensor([1100, 1600, 6000, 6300, 7000, 7600, 7800, 8400])
+    gt[0, 5:] = torch.tensor([300, 400, 500])  # CTA 0 merged in an earlier call: older than its entry, not a merge
+    ck = gt * 2
+    warp = torch.zeros(td.CTAS, td.WARPS, dtype=torch.int64)
+    warp[0, :2] = torch.tensor([4000, 4900])
+    warp[1, :2] = torch.tensor([5500, 5900])
+    gt[2, :2] = torch.tensor([1200, 1300])  # an unused split: entry and return, no loop
+    sm = torch.zeros(td.CTAS, dtype=torch.int32)
+    sm[1] = 7
+    s = td.summarize(gt, ck, warp, sm, nwarp=2)
+    assert (s["ctas"], s["ctas_working"], s["sms"]) == (3, 2, 2)
+    assert s["entry_us"]["first"] == 0.0 and s["entry_us"]["last"] == pytest.approx(0.2)
+    assert s["stream_end_us"] == pytest.approx(4.9) and s["kernel_last_event_us"] == pytest.approx(7.4)
+    assert s["end_after_stream_us"] == pytest.approx(2.5)
+    (m,) = s["merges"]
+    assert m["cta"] == 1 and m["sm"] == 7 and m["ghz"] == pytest.approx(2.0)
+    assert m["ns"] == pytest.approx({"2->3": 300, "3->4": 700, "4->5": 600, "5->6": 200, "6->7": 600})
+    assert s["merge_ns_median"] == pytest.approx(m["ns"])
+
+
+def test_trace_decode_refuses_without_a_gpu():
+    """Without CUDA the script says so in one line (no traceback)."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = subprocess.run([sys.executable, str(BENCH / "trace_decode.py"), "--points", "1024x1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "needs a CUDA GPU" in r.stderr

@@ -144,6 +144,7 @@ def lib():
         L.oscar_int2_decode_warps.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_int2_decode_cluster.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.oscar_int2_decode_max_clusters.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.oscar_trace.argtypes = [ctypes.c_void_p, ctypes.c_int]  # bench/trace_decode.py (an OSCARKV_TRACE build)
         L.oscar_read_pattern.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                          ctypes.c_int, ctypes.c_void_p]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,

@@ -325,6 +325,46 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Timeline trace of the decode kernel's start and end (issue 7, the batch-1 fixed cost): compiled only with
+// OSCARKV_TRACE defined (bench/trace_decode.py builds such a copy of this file); otherwise every TRACE is empty.
+// Per CTA (linear index in the grid, the first kTraceCtas): the SM, and at events 0..7 thread 0's %globaltimer (ns,
+// one clock for all SMs) and clock64 (the SM's cycles: exact within a CTA); per warp, lane 0's loop end.
+// Events: 0 entry, 1 after the PDL wait, 2 all warps' partials in shared memory, 3 the CTA's partial written,
+// 4 the arrival atomic returned, 5 (last CTA) LSEs in shared memory, 6 weights computed, 7 output stored.
+#ifdef OSCARKV_TRACE
+constexpr int kTraceCtas = 4096;
+__device__ unsigned long long g_trace[kTraceCtas][2][8];
+__device__ unsigned long long g_trace_warp[kTraceCtas][16];
+__device__ int g_trace_sm[kTraceCtas];
+__device__ __forceinline__ int trace_cta() { return blockIdx.y * gridDim.x + blockIdx.x; }
+__device__ __forceinline__ void trace_at(int ev) {
+  const int c = trace_cta();
+  if (threadIdx.x != 0 || c >= kTraceCtas) return;
+  unsigned long long gt, ck;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(ck));
+  g_trace[c][0][ev] = gt;
+  g_trace[c][1][ev] = ck;
+  if (ev == 0) {
+    int sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_trace_sm[c] = sm;
+  }
+}
+__device__ __forceinline__ void trace_warp(int warp) {
+  const int c = trace_cta();
+  if ((threadIdx.x & 31) != 0 || c >= kTraceCtas || warp >= 16) return;
+  unsigned long long gt;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+  g_trace_warp[c][warp] = gt;
+}
+#define TRACE(ev) trace_at(ev)
+#define TRACE_WARP(w) trace_warp(w)
+#else
+#define TRACE(ev)
+#define TRACE_WARP(w)
+#endif
+
 // Thread-block clusters (sm_90): all threads of all CTAs of the cluster meet here; release / acquire make each
 // CTA's shared-memory writes before the barrier visible to the others' distributed-shared-memory reads after it.
 __device__ __forceinline__ void cluster_sync() {
@@ -369,6 +409,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // run come first and spread over the SMs, the CTAs that return at once take the remaining slots. (In the
   // (sequence, KV head)-major order, a one-wave batch-1 grid planned for 128K and run at 32K put two working
   // CTAs on some SMs and none on others: 19.7 vs 14.5 us, H200, fourteenth session.)
+  TRACE(0);
   const int lin = blockIdx.y * gridDim.x + blockIdx.x;
   const int split = p.split_major ? lin / gridDim.y : blockIdx.x;
   const int bh = p.split_major ? lin % gridDim.y : blockIdx.y;
@@ -380,7 +421,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const bool hp = split < p.n_hp;
   // PDL: with p.early the wait for the previous kernel comes after the reads that do not depend on it (in
   // each tier below); q, the partial buffers and the output are touched only after it
-  if (p.probe == 2 || !p.early) pdl_begin();
+  if (p.probe == 2 || !p.early) {
+    pdl_begin();
+    TRACE(1);
+  }
   if (p.probe == 2) return;
   // this sequence's splits (DecodeParams::split_lut / hp_lut); lengths are early reads (p.early)
   const int len2 = p.int2_lens[b];
@@ -438,7 +482,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int c = 0; c < D / 64; c++) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + 64 * c));
     }
-    if (p.early) pdl_begin();  // (L2 prefetches are hints; L2 holds the previous kernel's writes either way)
+    if (p.early) {  // (L2 prefetches are hints; L2 holds the previous kernel's writes either way)
+      pdl_begin();
+      TRACE(1);
+    }
     // q as the B operand: B[k = dim][n = head], lane holds head g, dims 16ks + 2t + {0,1,8,9}
     uint32_t qb[KS][2];
 #pragma unroll
@@ -869,7 +916,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
-    if (p.early) pdl_begin();
+    if (p.early) {
+      pdl_begin();
+      TRACE(1);
+    }
     prep_q();
     if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(tf + tn), 0) != 0x7fffffffu) return;
     if (!pre) {
@@ -992,6 +1042,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
 
   if (p.probe == 5 && __shfl_sync(0xffffffffu, __float_as_uint(fin[0][0] + fl[0]), 0) != 0x7fffffffu) return;
+  TRACE_WARP(warp);
   __syncthreads();  // all warps are done with the ring before it becomes sm_o
   // rows of D + 4 floats: lane (g, t) writes column 2t (+1), dim 16 mt + g (+8), so with rows of D floats the four
   // lanes of one g hit one bank (4-way conflicts on each of the 32 stores); the pad puts them 8 banks apart
@@ -1014,6 +1065,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     sm_l[warp][2 * t + 1] = fl[1];
   }
   __syncthreads();
+  TRACE(2);
   // The CTA's partial result (its warps combined): into shared memory for the cluster merge (each CTA keeps
   // its own, read by the others through distributed shared memory), else into the global partial buffers
   // that the last CTA merges.
@@ -1086,11 +1138,13 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
   // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
   __syncthreads();
+  TRACE(3);
   const int NSb = sm_nsb;
   if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
     sm_last = prev == NSb - 1;
+    TRACE(4);
   }
   __syncthreads();
   if (!sm_last) return;
@@ -1122,6 +1176,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
   for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
+  TRACE(5);
   for (int h = warp; h < G; h += NWARP) {
     float mx = -INFINITY;
     bool nan = false;  // fmaxf drops NaN: a split whose lse is NaN must make the whole head NaN (issue 11)
@@ -1139,6 +1194,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       w[s * G + h] = nan ? __int_as_float(0x7fc00000) : den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
   }
   __syncthreads();
+  TRACE(6);
   T* out = reinterpret_cast<T*>(p.out);
   auto store = [&](int i4, float4 acc) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
@@ -1188,6 +1244,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     }
   }
   if (threadIdx.x == 0) p.counters[bh] = 0;
+#ifdef OSCARKV_TRACE
+  __syncthreads();  // every thread's stores issued (trace builds only)
+  TRACE(7);
+#endif
   }  // CX == 0
 }
 
@@ -1795,6 +1855,34 @@ extern "C" int oscar_read_records(const void* rec, const int32_t* table, int n, 
   else if (head_dim == 64) read_records_kernel<64><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, k);
   else return -1;
   return (int)cudaGetLastError();
+}
+
+// the trace buffers of an OSCARKV_TRACE build copied to the host, one after the other: g_trace (kTraceCtas x 2 x 8
+// eight-byte words), g_trace_warp (kTraceCtas x 16 words), g_trace_sm (kTraceCtas ints); clear = 1 zeroes them
+// instead. -1 in a normal build.
+extern "C" int oscar_trace(void* host, int clear) {
+#ifdef OSCARKV_TRACE
+  void *a, *w, *m;
+  if (cudaGetSymbolAddress(&a, g_trace) || cudaGetSymbolAddress(&w, g_trace_warp) ||
+      cudaGetSymbolAddress(&m, g_trace_sm))
+    return -2;
+  const size_t na = sizeof(g_trace), nw = sizeof(g_trace_warp), nm = sizeof(g_trace_sm);
+  if (clear) {
+    cudaMemset(a, 0, na);
+    cudaMemset(w, 0, nw);
+    cudaMemset(m, 0, nm);
+    return (int)cudaDeviceSynchronize();
+  }
+  char* h = static_cast<char*>(host);
+  int e = (int)cudaMemcpy(h, a, na, cudaMemcpyDeviceToHost);
+  if (!e) e = (int)cudaMemcpy(h + na, w, nw, cudaMemcpyDeviceToHost);
+  if (!e) e = (int)cudaMemcpy(h + na + nw, m, nm, cudaMemcpyDeviceToHost);
+  return e;
+#else
+  (void)host;
+  (void)clear;
+  return -1;
+#endif
 }
 
 extern "C" int oscar_params_sizes(int* out2) {
