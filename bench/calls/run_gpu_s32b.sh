@@ -13,7 +13,7 @@
 # half the registers (KF 18 x uint2 instead of 12 x float4) and merges after one L2 round trip instead of two.
 # 1. GPU tests with the patched kernel (test_cuda_kernels.py in full);
 # 2. main vs patched, alternating, three rounds: the plan's grid at 128K / 32K batch 1 (variant 4) and 128K batch 32
-#    (variant 11);
+#    (variant 11); then each kernel at 0.75-2x the plan's INT2 split count at batch 1;
 # 3. bench/trace_decode.py: the timeline of a 128K / 32K batch-1 call's start and end from inside the kernel (a trace
 #    build of main's kernel: b2b, no PDL, in the layer's chain);
 # 4. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off).
@@ -39,8 +39,16 @@ ab() {  # $1 tag, $2 source ("" = this tree's), $3 round
 }
 mkdir -p /tmp/ab
 for r in 1 2 3; do ab main "" $r; ab bf16 "$ALT" $r; done | tee "$OUT/${T}_ab.txt"
-(cd /tmp/ab && tar czf "$OUT/${T}_ab_logs.tgz" .)
 t "A/B done"
+# with a cheaper merge the best batch-1 split count may move up: INT2 split scales around the plan's, both kernels
+for k in main bf16; do
+  src=""; [ $k = bf16 ] && src=$ALT
+  OSCARKV_KERNEL_SRC=$src timeout 90 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
+    --no-triton --no-append --sweep --sweep-variants 4 --sweep-scales 0.75,1.0,1.5,2.0 \
+    --sweep-points 131072x1,32768x1 > "/tmp/ab/${T}_scales_$k.log" 2>&1
+  echo "$k scales rc=$?: $(grep -E '^sweep' "/tmp/ab/${T}_scales_$k.log" | sed 's/sweep L=//' | cut -c1-60 | tr '\n' ';')"
+done | tee -a "$OUT/${T}_ab.txt"
+(cd /tmp/ab && tar czf "$OUT/${T}_ab_logs.tgz" .)
 timeout 150 python3 bench/trace_decode.py --points 131072x1,32768x1 --out "$OUT/${T}_trace.json" \
   > "$OUT/${T}_trace.log" 2>&1
 t "trace rc=$?"; grep -E "^trace|rror" "$OUT/${T}_trace.log" | cut -c1-600
