@@ -44,12 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 CTAS, EVENTS, WARPS = 4096, 8, 16  # the .cu's kTraceCtas, events per CTA, warps per CTA recorded
 
 
-def use_trace_build() -> Path:
-    """Point cuda_ops at a trace build: this tree's kernel source with OSCARKV_TRACE defined, written to a temporary
-    file (the library cache is keyed by the text, so a carried .kcache built from the same file is reused)."""
-    src = Path(tempfile.gettempdir()) / "oscarkv_trace" / "int2_paged_trace.cu"
+def use_trace_build(kernel: Path | None = None) -> Path:
+    """Point cuda_ops at a trace build: the kernel source (default this tree's) with OSCARKV_TRACE defined, written
+    to a temporary file named after it (the library cache is keyed by the text, so a carried .kcache built from the
+    same file is reused)."""
+    kernel = Path(kernel or ROOT / "src/oscarkv/kernels/cuda/int2_paged.cu")
+    if not kernel.is_file():
+        raise SystemExit(f"kernel source {kernel} not found: give --src a .cu file (default: this tree's kernel)")
+    src = Path(tempfile.gettempdir()) / "oscarkv_trace" / f"{kernel.stem}_trace.cu"
     src.parent.mkdir(exist_ok=True)
-    src.write_text("#define OSCARKV_TRACE 1\n" + (ROOT / "src/oscarkv/kernels/cuda/int2_paged.cu").read_text())
+    src.write_text("#define OSCARKV_TRACE 1\n" + kernel.read_text())
     cuda_ops._SRC, cuda_ops._LIB = src, None
     return src
 
@@ -164,6 +168,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
     ap.add_argument("--modes", default="b2b,no_pdl,chain", help="b2b, no_pdl, chain (comma-separated)")
+    ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
     ap.add_argument("--out", default="trace_decode.json")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
@@ -172,14 +177,14 @@ def main() -> None:
         ap.error(f"unknown mode(s) {bad}: use b2b, no_pdl, chain")
     if not torch.cuda.is_available():
         raise SystemExit("trace_decode.py needs a CUDA GPU (it reads the trace build's records of a real call)")
-    print(f"trace build of {use_trace_build()}: {cuda_ops.build()}", flush=True)
+    print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):
         L, B = (int(x) for x in pt.split("x"))
         rows.append(trace_point(B, L, dev, modes))
         Path(a.out).write_text(json.dumps(dict(commit=source_commit(), device=torch.cuda.get_device_name(),
-                                               rows=rows), indent=1))
+                                               src=str(a.src or "tree"), rows=rows), indent=1))
 
 
 if __name__ == "__main__":

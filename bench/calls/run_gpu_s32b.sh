@@ -6,8 +6,9 @@
 #     < bench/results/2026-12-05_s32_bf16_partials.patch
 #   for s in "" $PWD/.alt/int2_paged_bf16.cu; do PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache \
 #     OSCARKV_KERNEL_SRC=$s .venv/bin/python -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; done
-#   PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache .venv/bin/python -c "import sys; sys.path.insert(0,
-#     'bench'); import trace_decode as t; t.use_trace_build(); print(t.cuda_ops.build())"   # the trace build
+#   for s in "" $PWD/.alt/int2_paged_bf16.cu; do PATH=/usr/local/cuda/bin:$PATH OSCARKV_KERNEL_CACHE=$PWD/.kcache \
+#     .venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); import trace_decode as t; \
+#     t.use_trace_build('$s' or None); print(t.cuda_ops.build())"; done   # the trace builds
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s32b.sh
 # The patch: split partials in bf16, so that at 128K batch 1 the last CTA holds its 32-33 splits' loads in flight in
 # half the registers (KF 18 x uint2 instead of 12 x float4) and merges after one L2 round trip instead of two.
@@ -16,7 +17,8 @@
 #    (variant 11); then each kernel at 0.75-2x the plan's INT2 split count at batch 1;
 # 3. bench/trace_decode.py: the timeline of a 128K / 32K batch-1 call's start and end from inside the kernel (a trace
 #    build of main's kernel: b2b, no PDL, in the layer's chain);
-# 4. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off).
+# 4. run_gpu_s32a.sh's decode chain with main's kernel (decode-then-GEMV with the decode's PDL off);
+# 5. time permitting, the trace of the patched kernel (back to back).
 set -u
 [ -f .alt/int2_paged_bf16.cu ] || { echo ".alt/int2_paged_bf16.cu missing: prepare it as this script's header says"; exit 2; }
 T="$(date +%Y-%m-%d)_s32b"
@@ -55,3 +57,6 @@ t "trace rc=$?"; grep -E "^trace|rror" "$OUT/${T}_trace.log" | cut -c1-600
 timeout $(( $(left) - 5 )) python3 bench/decode_chain.py --points 131072x1,32768x1 \
   --out "$OUT/${T}_chain.json" > "$OUT/${T}_chain.log" 2>&1
 t "decode chain rc=$?"; grep -E "^chain|rror" "$OUT/${T}_chain.log" | cut -c1-300
+[ $(left) -gt 100 ] && timeout $(( $(left) - 5 )) python3 bench/trace_decode.py --src "$ALT" --modes b2b \
+  --points 131072x1,32768x1 --out "$OUT/${T}_trace_bf16.json" > /tmp/ab/trace_bf16.log 2>&1
+t "trace (bf16 partials) rc=$?"; grep -E "^trace|rror" /tmp/ab/trace_bf16.log | cut -c1-600
