@@ -59,42 +59,57 @@ DERIVED = {
 }
 
 
+class LayerCalls:
+    """One layer's kernels at point LxB (Qwen3-8B attention shape of bench_decode), each a list of zero-arg calls over
+    R copies, so that every call reads HBM: ``dec`` the decode (CUDA kernel with DecodePlan's default config and
+    early reads, as the paged cache runs it; ``splits`` = (hp, int2) fixes its split counts; Triton under
+    --smoke), ``gemv`` y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS), ``apps`` the step's append with R_K
+    fused (bench_decode.append_steps). Also bench/trace_decode.py's."""
+
+    def __init__(self, B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None):
+        backend = "triton" if bd.SMOKE else "cuda"
+        self.nbytes = bd.int2_bytes(B, L)
+        self.R = R = 2 if bd.SMOKE else max(3, bd.copies_for(self.nbytes))
+        self.pool, self.metas = bd.make_mixed(B, L, R, dev, "logical" if bd.SMOKE else "tile16")
+        hd = bd.HQ * bd.D
+        q = torch.randn(B, bd.HQ, bd.D, device=dev, dtype=torch.bfloat16)
+        out = torch.empty_like(q)
+        # o_proj weights: R copies, >= 3 x 32 MB at the 8B shape, so each GEMV reads HBM as in the step
+        self.ws = [(torch.randn(hd, hd, device=dev) * hd ** -0.5).bfloat16() for _ in range(R)]
+        y = torch.empty(B, hd, device=dev, dtype=torch.bfloat16)
+        self.apps, _ = bd.append_steps(B, dev, backend, steps=16, rotation="fused")
+        pool, metas = self.pool, self.metas
+        self.plans = []
+        if backend == "cuda":
+            hp, i2 = splits or (None, None)
+            self.plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None),
+                                     n_hp_splits=hp, n_int2_splits=i2) for m in metas]
+            self.dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)
+                        for m, p in zip(metas, self.plans)]
+        else:
+            self.dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
+        self.gemv = [lambda w=w: torch.mm(out.view(B, hd), w, out=y) for w in self.ws]
+        self.n = max(R, len(self.apps))  # one layer per element of a sequence: copy i % R, append step i % 16
+
+    def seq(self, *parts):
+        """The calls of ``parts`` (lists above) in that order, one layer per element."""
+        return [lambda i=i: [p[i % len(p)]() for p in parts] for i in range(self.n)]
+
+
 def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None) -> dict:
     """One point's sequences and derived costs; ``splits`` = (hp, int2) fixes the decode's split counts (else the
     plan's)."""
-    backend = "triton" if bd.SMOKE else "cuda"
-    nbytes = bd.int2_bytes(B, L)
-    R = 2 if bd.SMOKE else max(3, bd.copies_for(nbytes))
-    pool, metas = bd.make_mixed(B, L, R, dev, "logical" if bd.SMOKE else "tile16")
-    hd = bd.HQ * bd.D
-    q = torch.randn(B, bd.HQ, bd.D, device=dev, dtype=torch.bfloat16)
-    out = torch.empty_like(q)
-    # o_proj weights: R copies, >= 3 x 32 MB at the 8B shape, so each GEMV reads HBM as in the step
-    ws = [(torch.randn(hd, hd, device=dev) * hd ** -0.5).bfloat16() for _ in range(R)]
-    y = torch.empty(B, hd, device=dev, dtype=torch.bfloat16)
-    apps, _ = bd.append_steps(B, dev, backend, steps=16, rotation="fused")
-    if backend == "cuda":
-        hp, i2 = splits or (None, None)
-        plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None), n_hp_splits=hp,
-                            n_int2_splits=i2) for m in metas]
-        dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)]
-    else:
-        dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
-    gemv = [lambda w=w: torch.mm(out.view(B, hd), w, out=y) for w in ws]
+    lc = LayerCalls(B, L, dev, splits)
+    dec, gemv, apps, seq = lc.dec, lc.gemv, lc.apps, lc.seq
     z = torch.zeros(1, device=dev)
     tiny = [lambda: z.add_(1.0)]
-    n = max(R, len(apps))  # one layer per element: copy i % R, append step i % 16
-
-    def seq(*parts):
-        return [lambda i=i: [p[i % len(p)]() for p in parts] for i in range(n)]
-
     t = {}
     for name, parts in (("decode", (dec,)), ("gemv", (gemv,)), ("append", (apps,)), ("decode_gemv", (dec, gemv)),
                         ("append_gemv", (apps, gemv)), ("append_decode_gemv", (apps, dec, gemv)), ("tiny", (tiny,)),
                         ("tiny_decode", (tiny, dec)), ("decode_tiny", (dec, tiny)), ("gemv_tiny", (gemv, tiny)),
                         ("append_decode", (apps, dec))):
         t[name] = bd.time_calls(seq(*parts)) * 1e6
-    if backend == "cuda":
+    if lc.plans:
         from oscarkv.kernels import cuda_ops
 
         pdl, cuda_ops.USE_PDL = cuda_ops.USE_PDL, False
@@ -103,11 +118,10 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
             t["decode_gemv_no_pdl"] = bd.time_calls(seq(dec, gemv)) * 1e6
         finally:
             cuda_ops.USE_PDL = pdl
-    r = dict(L=L, B=B, bytes=nbytes, copies=R, **{f"{k}_us": v for k, v in t.items()})
+    r = dict(L=L, B=B, bytes=lc.nbytes, copies=lc.R, **{f"{k}_us": v for k, v in t.items()})
     r.update({f"{k}_us": t[a] - t[b] for k, (a, b) in DERIVED.items() if a in t})
-    if backend == "cuda":
-        r["splits"], r["variant"] = f"{plans[0].n_hp}+{plans[0].n_int2}", plans[0].variant
-    del pool, metas, ws
+    if lc.plans:
+        r["splits"], r["variant"] = f"{lc.plans[0].n_hp}+{lc.plans[0].n_int2}", lc.plans[0].variant
     return r
 
 

@@ -36,9 +36,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_decode as bd  # noqa: E402
+import decode_chain as dc  # noqa: E402
 
 from oscarkv.fileio import source_commit  # noqa: E402
-from oscarkv.kernels import DecodePlan, cuda_ops, decode_attention  # noqa: E402
+from oscarkv.kernels import cuda_ops  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CTAS, EVENTS, WARPS = 4096, 8, 16  # the .cu's kTraceCtas, events per CTA, warps per CTA recorded
@@ -118,27 +119,13 @@ def summarize(gt, ck, warp, sm, nwarp: int) -> dict:
 
 
 def trace_point(B: int, L: int, dev, modes) -> dict:
-    nbytes = bd.int2_bytes(B, L)
-    R = max(3, bd.copies_for(nbytes))
-    pool, metas = bd.make_mixed(B, L, R, dev, "tile16")
-    q = torch.randn(B, bd.HQ, bd.D, device=dev, dtype=torch.bfloat16)
-    out = torch.empty_like(q)
-    plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None)) for m in metas]
-    nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plans[0].variant)
-    dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out) for m, p in zip(metas, plans)]
-    res = dict(L=L, B=B, bytes=nbytes, splits=f"{plans[0].n_hp}+{plans[0].n_int2}", variant=plans[0].variant)
+    lc = dc.LayerCalls(B, L, dev)
+    plan = lc.plans[0]
+    nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plan.variant)
+    res = dict(L=L, B=B, bytes=lc.nbytes, splits=f"{plan.n_hp}+{plan.n_int2}", variant=plan.variant)
     for mode in modes:
-        if mode == "chain":
-            hd = bd.HQ * bd.D
-            ws = [(torch.randn(hd, hd, device=dev) * hd ** -0.5).bfloat16() for _ in range(R)]
-            y = torch.empty(B, hd, device=dev, dtype=torch.bfloat16)
-            apps, _ = bd.append_steps(B, dev, "cuda", steps=16, rotation="fused")
-            n = max(R, len(apps))
-            # the sequence ends with a GEMV, so the last decode traced is the one of the last layer
-            fns = [lambda i=i: (apps[i % len(apps)](), dec[i % R](), torch.mm(out.view(B, hd), ws[i % R], out=y))
-                   for i in range(n)]
-        else:
-            fns = dec
+        # chain: the sequence ends with a GEMV, so the last decode traced is the one of the last layer
+        fns = lc.seq(lc.apps, lc.dec, lc.gemv) if mode == "chain" else lc.dec
         pdl = cuda_ops.USE_PDL
         cuda_ops.USE_PDL = mode != "no_pdl"
         try:
@@ -160,7 +147,6 @@ def trace_point(B: int, L: int, dev, modes) -> dict:
               f"(median of {len(s['merges'])}): " + ", ".join(f"{k} {v:.0f}" for k, v in s.get("merge_ns_median", {}).items())
               + (f"; last merge events {['-' if x is None else round(x, 2) for x in lm.get('events_us', [])]}" if lm else ""),
               flush=True)
-    del pool, metas
     return res
 
 
