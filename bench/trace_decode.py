@@ -108,6 +108,12 @@ def summarize(gt, ck, warp, sm, nwarp: int) -> dict:
         merges.append(dict(cta=c, sm=int(sm[c]), ghz=ghz, cycles=d, ns={k: v / ghz for k, v in d.items()},
                            own_loop_end_us=float(us(warp[c, :nwarp].max())),
                            events_us=[float(us(x)) if x > 0 else None for x in gt[c].tolist()]))
+    # per CTA (index = blockIdx.y * gridDim.x + blockIdx.x): SM, entry, PDL wait done, slowest warp's loop end (us;
+    # -1 where not recorded), to tell late starters, slow SMs and slow splits apart in the tail
+    wend = warp[live, :nwarp].clamp(min=0).max(1).values
+    out["per_cta"] = [[c, int(sm[c]), round(float(us(gt[c, 0])), 3),
+                       round(float(us(gt[c, 1])), 3) if gt[c, 1] > 0 else -1,
+                       round(float(us(w)), 3) if w > 0 else -1] for c, w in zip(live.tolist(), wend.tolist())]
     out["stream_end_us"] = stream_end
     out["end_after_stream_us"] = out["kernel_last_event_us"] - stream_end
     out["merges"] = merges

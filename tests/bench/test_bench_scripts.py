@@ -253,6 +253,7 @@ def test_trace_decode_summary_reads_the_kernel_records():
     assert m["cta"] == 1 and m["sm"] == 7 and m["ghz"] == pytest.approx(2.0)
     assert m["ns"] == pytest.approx({"2->3": 300, "3->4": 700, "4->5": 600, "5->6": 200, "6->7": 600})
     assert s["merge_ns_median"] == pytest.approx(m["ns"])
+    assert s["per_cta"] == [[0, 0, 0.0, 0.5, 3.9], [1, 7, 0.1, 0.6, 4.9], [2, 0, 0.2, 0.3, -1]]
 
 
 def test_trace_decode_refuses_without_a_gpu():
