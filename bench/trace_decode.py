@@ -124,6 +124,32 @@ def summarize(gt, ck, warp, sm, nwarp: int) -> dict:
     return out
 
 
+def sm_balance(per_cta, n_hp: int, bh: int) -> dict:
+    """The SMs' INT2 loop ends (10% / median / last, us) from ``summarize``'s per-CTA records of a split-major grid
+    of bh (sequence, KV head) pairs with n_hp BF16-tier splits, and the end the same SMs would reach with the work
+    shared at their own rates: SM s, with w_s INT2 CTAs from its first PDL wait a_s to its last loop end e_s, runs
+    at w_s / (e_s - a_s) CTAs per us; all of them together finish sum w_s CTAs by a + sum w_s / sum rates (a: the
+    median start). The gap to the last end is what balancing the stream across SMs could give at most."""
+    by_sm: dict[int, list] = {}
+    for c, sm, _entry, pdl, end in per_cta:
+        if c // bh >= n_hp and pdl > 0 and end > 0:  # split-major: split = c // bh; INT2 CTAs that ran the loop
+            by_sm.setdefault(sm, []).append((pdl, end))
+    if not by_sm:
+        return {}
+    starts, ends, work, rate = [], [], 0, 0.0
+    for v in by_sm.values():
+        a, e = min(x[0] for x in v), max(x[1] for x in v)
+        starts.append(a)
+        ends.append(e)
+        work += len(v)
+        rate += len(v) / max(e - a, 1e-9)
+    ends.sort()
+    n = len(ends)
+    balanced = sorted(starts)[n // 2] + work / rate
+    return dict(sms=n, sm_end_p10=ends[int(0.1 * (n - 1))], sm_end_median=ends[n // 2], sm_end_last=ends[-1],
+                balanced_end=balanced, gain_us=ends[-1] - balanced)
+
+
 def trace_point(B: int, L: int, dev, modes) -> dict:
     lc = dc.LayerCalls(B, L, dev)
     plan = lc.plans[0]
@@ -143,6 +169,8 @@ def trace_point(B: int, L: int, dev, modes) -> dict:
             cuda_ops.USE_PDL = pdl
         s = summarize(gt, ck, warp, sm, nwarp)
         s["time_per_call_us"] = t
+        if plan.split_major:
+            s["sm_balance"] = sm_balance(s["per_cta"], plan.n_hp, B * bd.HKV)
         res[mode] = s
         lm = s.get("last_merge", {})
         print(f"trace L={L} B={B} {mode}: {t:.1f} us per call ({'sequence' if mode == 'chain' else 'decode'}); "
@@ -153,6 +181,11 @@ def trace_point(B: int, L: int, dev, modes) -> dict:
               f"(median of {len(s['merges'])}): " + ", ".join(f"{k} {v:.0f}" for k, v in s.get("merge_ns_median", {}).items())
               + (f"; last merge events {['-' if x is None else round(x, 2) for x in lm.get('events_us', [])]}" if lm else ""),
               flush=True)
+        sb = s.get("sm_balance")
+        if sb:
+            print(f"  SM loop ends {sb['sm_end_p10']:.1f} / {sb['sm_end_median']:.1f} / {sb['sm_end_last']:.1f} (10% / "
+                  f"median / last); shared at the SMs' rates: {sb['balanced_end']:.1f} ({sb['gain_us']:.1f} us earlier)",
+                  flush=True)
     return res
 
 

@@ -256,6 +256,19 @@ def test_trace_decode_summary_reads_the_kernel_records():
     assert s["per_cta"] == [[0, 0, 0.0, 0.5, 3.9], [1, 7, 0.1, 0.6, 4.9], [2, 0, 0.2, 0.3, -1]]
 
 
+def test_trace_decode_sm_balance():
+    """trace_decode.sm_balance: two SMs, one INT2 CTA each (split-major, bh = 2, one BF16-tier split whose CTAs are
+    left out), both starting at 1 us; one ends at 5, the other at 9 (rates 1/4 and 1/8 CTA per us): shared at those
+    rates the 2 CTAs end at 1 + 2 / (3/8) = 6.33 us, 2.67 us before the last end."""
+    td = bench_module("trace_decode")
+    per_cta = [[0, 5, 0.0, 0.5, 2.0], [1, 6, 0.0, 0.5, 2.5],  # BF16-tier split (c // 2 == 0): not counted
+               [2, 0, 0.0, 1.0, 5.0], [3, 1, 0.0, 1.0, 9.0], [4, 1, 0.0, -1, -1]]  # an unused split: no loop
+    b = td.sm_balance(per_cta, n_hp=1, bh=2)
+    assert b["sms"] == 2 and b["sm_end_last"] == 9.0 and b["sm_end_median"] == 9.0
+    assert b["balanced_end"] == pytest.approx(1 + 2 / (1 / 4 + 1 / 8))
+    assert b["gain_us"] == pytest.approx(9.0 - b["balanced_end"])
+
+
 def test_trace_decode_refuses_without_a_gpu():
     """Without CUDA the script says so in one line (no traceback)."""
     if torch.cuda.is_available():
