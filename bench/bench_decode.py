@@ -55,7 +55,6 @@ SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
-STEAL = 0  # CudaDecodeConfig.steal of our kernel (--steal)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 
 
@@ -70,8 +69,7 @@ def variant_spec(x):
 def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
-    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            **{"steal": STEAL, **kw})
+    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -527,7 +525,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, STEAL
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -542,7 +540,6 @@ def main():
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
-    ap.add_argument("--steal", type=int, default=0, help="CudaDecodeConfig.steal of our kernel (static share in %%; 0 off)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
     ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
@@ -585,7 +582,6 @@ def main():
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
-    STEAL = a.steal
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order

@@ -194,10 +194,8 @@ def main() -> None:
     ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
     ap.add_argument("--modes", default="b2b,no_pdl,chain", help="b2b, no_pdl, chain (comma-separated)")
     ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
-    ap.add_argument("--steal", type=int, default=0, help="CudaDecodeConfig.steal of the traced calls (0 = off)")
     ap.add_argument("--out", default="trace_decode.json")
     a = ap.parse_args()
-    bd.STEAL = a.steal
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
     if bad:
@@ -211,7 +209,7 @@ def main() -> None:
         L, B = (int(x) for x in pt.split("x"))
         rows.append(trace_point(B, L, dev, modes))
         Path(a.out).write_text(json.dumps(dict(commit=source_commit(), device=torch.cuda.get_device_name(),
-                                               src=str(a.src or "tree"), steal=a.steal, rows=rows), indent=1))
+                                               src=str(a.src or "tree"), rows=rows), indent=1))
 
 
 if __name__ == "__main__":

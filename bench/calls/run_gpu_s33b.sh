@@ -2,6 +2,8 @@
 # Thirty-third session: work stealing in the INT2 tier (CudaDecodeConfig.steal). Any card, one GPU, < 10 min, carry
 # [".whl", ".kcache"] (the kernel and its trace build prebuilt on the CPU machine).
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s33b.sh
+# Ran once (thirty-third session, commit 37f316e, H100): stealing was 25-66% slower at 128K batch 1 and was removed;
+# to run it again, apply bench/results/2026-12-05_s33_work_stealing.patch first (main has no --steal).
 # Why: run_gpu_s33.sh's per-CTA trace of 128K batch 1 (H100) has the SMs' loop ends at 43.0 / 46.8 / 49.5 us
 # (10% / median / last) with equal tiles per split; the same SMs at their own rates, sharing the work, would all end
 # by ~46.5 (3.0 us earlier; 32K: 0.6 us). With steal = s each warp takes its share of the first s % of the tiles,

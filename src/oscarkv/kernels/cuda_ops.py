@@ -103,7 +103,7 @@ class _DecodeParams(ctypes.Structure):
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
-        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("steal", ctypes.c_int),
+        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int),
     ]
 
 
@@ -308,14 +308,6 @@ class CudaDecodeConfig:
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
-    steal:           work stealing in the INT2 tier, 0 = off (the default until measured faster): each warp takes
-                     its static share of the first ``steal`` % of a sequence's tiles, then claims the rest one tile
-                     at a time from a counter per (sequence, KV head), so that warps on faster SMs take more of the
-                     tail. Why: a trace of 128K batch 1 (thirty-third session, H100, ``bench/trace_decode.py``) puts
-                     the SMs' loop ends at 43.0 / 46.8 / 49.5 us (10% / median / last) with equal tiles per split,
-                     3.0 us of the call above the end that the same SMs at their own rates would reach with the
-                     work shared. Single-tile variants only (the paired and cluster variants ignore it); off for
-                     a sequence whose static part would not fill the ring and the claims' lead.
     """
 
     variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, group and card)
@@ -328,7 +320,6 @@ class CudaDecodeConfig:
     l2_evict_first: bool = True
     adaptive_splits: bool | None = True
     cta_order: str | None = None
-    steal: int = 0
 
 
 # (sequence, KV head) pairs from which the 4-warp ring (variant 0, paired 10) runs instead of the 8-warp one (4,
@@ -506,9 +497,7 @@ class DecodePlan:
             raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
-        if not 0 <= self.config.steal < 100:
-            raise ValueError(f"CudaDecodeConfig.steal={self.config.steal}: use 0 (off) or the static share in % (1-99)")
-        self.counters = torch.zeros(2 * bh, dtype=torch.int32, device=dev)  # merge arrivals, steal claims
+        self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
             out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
@@ -541,7 +530,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
-            self.lut_tiles, *self._luts_c, self.split_major, int(self.config.steal),
+            self.lut_tiles, *self._luts_c, self.split_major,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

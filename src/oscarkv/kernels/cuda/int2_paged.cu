@@ -86,11 +86,6 @@ struct DecodeParams {
   uint16_t split_lut[kSplitLut];
   uint16_t hp_lut[kSplitLut];
   int split_major;  // 1: the linear CTA index is read split-major (below)
-  // Work stealing in the INT2 tier (0 = off; CudaDecodeConfig.steal): each warp first takes its share of the first
-  // steal % of a sequence's tiles (static, as without stealing), then claims the remaining tiles one at a time from
-  // a counter per (sequence, KV head) (counters[B * HKV + bh], zero between calls, reset by the merging CTA), so
-  // that the warps of faster SMs take more of the tail. Single-tile variants only (not PAIR, not the clusters).
-  int steal;
 };
 
 struct AppendParams {
@@ -392,7 +387,6 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 #ifndef OSCAR_FLUSH_TILES
 #define OSCAR_FLUSH_TILES 32
 #endif
-constexpr int kStealAhead = 3;  // work stealing: steps between a tile's claim and its ring refill's issue
 constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds of the V offset (flush, below)
 static_assert(32 % kFlushTiles == 0, "the fold interval divides the 32-tile block-id window");
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
@@ -678,29 +672,22 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int sp_ = split - p.n_hp;
     const int len = len2;
     const int ntile = ntile2;
-    // work stealing (DecodeParams::steal): h0 static tiles per warp, the pool [n_i2 h0 NWARP, ntile) shared; on
-    // only when the static part fills the ring and the claims' lead (kStealAhead), so the first fill (and the
-    // early reads) take static tiles, never the sequence's newest (the pool holds it)
-    const int h0 = (!PAIR && CX == 0 && p.steal > 0 && p.probe == 0 && n_i2 > 1)
-                       ? (int)((int64_t)ntile * p.steal / 100) / (n_i2 * NWARP) : 0;
-    const bool steal = h0 >= STAGES + kStealAhead + 1;
-    const int per = steal ? h0 * NWARP : (ntile + n_i2 - 1) / n_i2;
+    const int per = (ntile + n_i2 - 1) / n_i2;
     const int32_t* table = p.int2_table + b * p.int2_table_s;
     // this warp's tiles: split sp_ takes tiles [t0, t1), its warps every NWARP-th from first (interleaving the
     // splits' tiles instead was measured to gain nothing, tenth session)
     const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
     const int first = t0 + warp;
     constexpr int step = NWARP;
-    // tiles of this warp (with stealing: those known to exist, growing as claims succeed)
-    int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;
+    const int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp
     // the sequence's last tile is partial when len % 16 != 0: its local index in this warp, else -1
     const int lastt = ntile - 1;
-    int partial_k =
+    const int partial_k =
         (len % kTile != 0 && lastt >= first && lastt < t1 && (lastt - first) % step == 0) ? (lastt - first) / step : -1;
     // PAIR: the first pair (k, k + 1) that holds the partial tile or runs past the warp's last tile. The partial
     // tile, when this warp has it, is its last (nmine - 1: the sequence's last tile has the highest index), so a
     // pair is short exactly when k >= k_short (one compare per pair instead of three)
-    const int k_short = partial_k >= 0 ? nmine - 2 : nmine - 1;  // (PAIR: never with stealing)
+    const int k_short = partial_k >= 0 ? nmine - 2 : nmine - 1;
     // The pool is one record per (block, KV head): K codes (4D bytes) | V codes (4D) | k_scale | k_zero |
     // v_scale | v_zero (32 B each), the ring slot's order (MixedKVPool.allocate; cuda_ops checks it). So a
     // tile's three 16-byte cp.async per lane share one address (one IMAD.WIDE per tile) with immediate
@@ -1007,42 +994,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
       lz[0] += __uint_as_float(x & 0x3f800000u);
     };
-    // Work stealing (steal): the h0 static tiles, then pool tiles claimed one at a time. At step k lane 0 claims
-    // the pool tile that becomes local tile k + STAGES + kStealAhead (its result is read kStealAhead - 1 steps
-    // later, so the atomic's round trip overlaps two tiles), tile k + STAGES + 1 is resolved (global index,
-    // block id loaded for the next step), and tile k is consumed while its slot is refilled with tile k + STAGES
-    // (resolved at step k - 1). A failed claim (past the pool) ends the claims; nmine stops growing with it.
-    auto loop_steal = [&]() {
-      static_assert(kStealAhead == 3, "the claim results below are a two-step shift register");
-      int* ctr = p.counters + gridDim.y + bh;
-      const int base = n_i2 * per;
-      int u0 = 0, u1 = 0;
-      bool alive = true, valid_p = true;
-      int blk_p = table[first + STAGES * step];  // tile STAGES: static (h0 > STAGES)
-      for (int k = 0; k < nmine; k++) {
-        int un = 0;
-        if (alive && k + STAGES + kStealAhead >= h0 && lane == 0) un = atomicAdd(ctr, 1);
-        const int kr = k + STAGES + 1;
-        int gt = first + kr * step;
-        bool ok = true;
-        if (kr >= h0) {
-          gt = base + __shfl_sync(0xffffffffu, u0, 0);
-          ok = alive && gt < ntile;
-          alive = ok;
-        }
-        const int blk_r = ok ? table[gt] : 0;
-        if (ok && gt == lastt && len % kTile != 0) partial_k = kr;
-        if (valid_p && k + STAGES >= h0) nmine = k + STAGES + 1;
-        body(std::integral_constant<int, 0>{}, k, blk_p);
-        blk_p = blk_r;
-        valid_p = ok;
-        u0 = u1;
-        u1 = un;
-        if (k % kFlushTiles == kFlushTiles - 1) flush();
-      }
-    };
     if (p.probe == 8) reg_loads();
-    else if (steal) loop_steal();
     else if (p.probe == 1) loop(std::integral_constant<int, 1>{});
     else if (p.probe == 6) loop(std::integral_constant<int, 6>{});
     else if (p.probe == 7) loop(std::integral_constant<int, 7>{});
@@ -1291,10 +1243,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       store(threadIdx.x, acc);
     }
   }
-  if (threadIdx.x == 0) {
-    p.counters[bh] = 0;
-    if (p.steal) p.counters[gridDim.y + bh] = 0;  // the claim counter (every CTA of bh has arrived)
-  }
+  if (threadIdx.x == 0) p.counters[bh] = 0;
 #ifdef OSCARKV_TRACE
   __syncthreads();  // every thread's stores issued (trace builds only)
   TRACE(7);
