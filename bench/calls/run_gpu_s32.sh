@@ -4,7 +4,8 @@
 # On an H200 (its rows predate the per-card plan and the last four step changes): issue 7's rows at 128K batch 1 / 32
 # and 32K batch 1 / 32 / 128 with every peer in the same run, then equal memory for both models (run_gpu_s31b.sh's
 # call, plus 128K batch 1). On an H100 nothing (run_gpu_s32b.sh holds the H100 work, s32a's chain included).
-# Thirty-second session: not run (no machine came; then none was lent for the rest of the session).
+# Thirty-second session: not run (no machine came; then none was lent for the rest of the session). Thirty-third session: it came
+# once on an H100 (printed "not an H200", nothing run); run_gpu_s33h.sh supersedes it and run_gpu_s32h2.sh (read bound first).
 set -u
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
 T="$(date +%Y-%m-%d)_s32h"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Thirty-second session (not run: no device was lent after the first start failed; for the next session). One GPU,
+# Thirty-second session (written then; ran in the thirty-third, 2026-12-05 21:33 UTC on an H200 at 3e88551: BENCHMARKS.md). One GPU,
 # < 10 min, carry [".whl", ".kcache", ".alt"]. Prepare here, from the repo root (the patched source, then both kernel
 # libraries prebuilt into .kcache, ~100 s each; without them the device builds each at first use, ~40 s):
 #   mkdir -p .alt && patch -s -o .alt/int2_paged_bf16.cu src/oscarkv/kernels/cuda/int2_paged.cu \
