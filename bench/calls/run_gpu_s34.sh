@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepared in the thirty-third session for the next one (not run yet). Any card, one GPU, < 10 min, carry
 # [".whl", ".kcache", ".alt"]. Prebuilt on the CPU machine (.kcache): main 254acd31..., its trace build fb918a97...,
-# the merge prefetch 4daea2f7... (trace f14ce5d3...), stealing d2b1a6cc... (trace 9c9159b0...). To regenerate:
+# the merge prefetch 429e6a6d... (trace deaa5051...), stealing d2b1a6cc... (trace 9c9159b0...). To regenerate:
 # mkdir -p .alt && patch -s -o .alt/int2_paged_merge.cu src/oscarkv/kernels/cuda/int2_paged.cu \
 #   < bench/results/2026-12-05_s33_merge_prefetch.patch, then run_gpu_s32b.sh's header's build commands for each
 # source (stealing: apply its patch to the tree, build, revert).
@@ -16,7 +16,8 @@
 # (bench/results/2026-12-05_s33_merge_prefetch.patch as .alt/int2_paged_merge.cu, carry ".alt" too): at 128K batch 1
 # the merging CTA's splits past its 12 register loads per thread (33 splits, two groups: 5 + 4 of them) go to shared
 # memory by cp.async beside the LSE loads instead of a second L2 round trip after the weights (the traces put the
-# output stage, event 6 -> 7, at 1.2 us at 128K against 0.6 at 32K). 0. its GPU tests, then main / prefetch
+# output stage, event 6 -> 7, at 1.2 us at 128K against 0.6 at 32K), and indexes the partials in 32 bits (fewer
+# address instructions between the arrival and the LSE barrier). 0. its GPU tests, then main / prefetch
 # alternating, three rounds, 128K / 32K batch 1 and 128K batch 32 (unchanged there: 7 splits), then its trace.
 set -u
 T="$(date +%Y-%m-%d)_s34"
