@@ -89,8 +89,9 @@ def summarize(gt, ck, warp, sm, nwarp: int) -> dict:
 
     ends = warp[live, :nwarp]
     ends = ends[ends > 0]
-    worked = live[(warp[live, :nwarp] > 0).any(1)]  # CTAs that ran the loop (not returned as unused splits)
-    cta_end = warp[worked, :nwarp].clamp(min=0).max(1).values
+    wend = warp[live, :nwarp].clamp(min=0).max(1).values  # each CTA's slowest warp's loop end (0: no loop)
+    worked = live[wend > 0]  # CTAs that ran the loop (not returned as unused splits)
+    cta_end = wend[wend > 0]
     # the merging CTAs: events 5-7 are written only there, so a CTA that merged in an earlier call of the sequence
     # still holds that call's (older than its own entry in the last call)
     last = live[gt[live, 7] > gt[live, 0]]
@@ -110,7 +111,6 @@ def summarize(gt, ck, warp, sm, nwarp: int) -> dict:
                            events_us=[float(us(x)) if x > 0 else None for x in gt[c].tolist()]))
     # per CTA (index = blockIdx.y * gridDim.x + blockIdx.x): SM, entry, PDL wait done, slowest warp's loop end (us;
     # -1 where not recorded), to tell late starters, slow SMs and slow splits apart in the tail
-    wend = warp[live, :nwarp].clamp(min=0).max(1).values
     out["per_cta"] = [[c, int(sm[c]), round(float(us(gt[c, 0])), 3),
                        round(float(us(gt[c, 1])), 3) if gt[c, 1] > 0 else -1,
                        round(float(us(w)), 3) if w > 0 else -1] for c, w in zip(live.tolist(), wend.tolist())]
