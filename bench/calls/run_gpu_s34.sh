@@ -47,6 +47,17 @@ if [ -f "$MRG" ]; then
     --out "$OUT/${T}_merge_trace.json" > /tmp/abm/trace.log 2>&1
   t "merge trace rc=$?"; grep -E "^trace|rror" /tmp/abm/trace.log | cut -c1-500
 fi
+# BF16-tier split counts (added at the start of the thirty-fourth session, no kernel change): the s33 traces put
+# the 2 x 8 BF16-tier CTAs of 128K batch 1 (splits 2+31) two per SM on 8 SMs that end ~13 us before the rest (the
+# INT2 CTAs run on the other 124), and at 32K (2+14, one CTA per SM) the 16 BF16-tier CTAs take 16 of 128 SMs for
+# ~3% of the bytes. Fewer BF16-tier CTAs: hp 1 with the INT2 count as planned, +1 and +2 (scales 1.0323 / 1.0714:
+# 128K 31 / 32 / 33, 32K 14 / 14 / 15), against the plan (auto), two rounds.
+for r in 1 2; do
+  timeout 90 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton \
+    --no-append --sweep --sweep-variants 4 --sweep-hp auto,1 --sweep-scales 1.0,1.0323,1.0714 \
+    --sweep-points 131072x1,32768x1 2>&1 | grep -E "^sweep" | sed "s/^/hp round $r: /" | cut -c1-100
+done | tee "$OUT/${T}_hp.txt"
+t "hp splits done"
 patch -s -p1 < bench/results/2026-12-05_s33_steal_per_warp.patch || { echo "the patch does not apply"; exit 2; }
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
 t "GPU kernel tests (steal per warp) rc=$?"; tail -1 "$OUT/${T}_tests.log" | cut -c1-200
