@@ -62,10 +62,12 @@ patch -s -p1 < bench/results/2026-12-06_s34_mixed_hp.patch || { echo "the mixed 
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_mixed_tests.log" 2>&1
 t "GPU kernel tests (mixed) rc=$?"; tail -1 "$OUT/${T}_mixed_tests.log" | cut -c1-200
 grep -E "^FAILED|^ERROR" "$OUT/${T}_mixed_tests.log" | head -8 | cut -c1-300
-# (mixed warps : point : split lists; each run keeps the grid's CTA count: 33 splits per KV head at 128K, 16 at 32K)
+# (mixed warps : point : split lists; each run keeps the grid's CTA count, 33 splits per KV head at 128K and 16 at 32K,
+# and gives a BF16-tier warp at most 2 of the 20 BF16 tiles: in the s33 traces a BF16-tier CTA took 7-9 us (32K) and
+# 13-16 us (128K, back to back) for <= 2 tiles per warp, its tiles being dependent loads with no pipeline)
 for r in 1 2; do
-  for cfg in "0:131072x1:2+31" "1:131072x1:2+31,5+28,10+23" "2:131072x1:2+31,5+28" \
-             "0:32768x1:2+14" "1:32768x1:2+14,4+12,8+8" "2:32768x1:2+14,4+12"; do
+  for cfg in "0:131072x1:2+31" "1:131072x1:10+23,16+17" "2:131072x1:5+28,10+23" \
+             "0:32768x1:2+14" "1:32768x1:10+6,8+8" "2:32768x1:8+8,5+11"; do
     IFS=: read -r mx pt sp <<< "$cfg"
     [ $(left) -lt 40 ] && break
     timeout $(( $(left) - 5 )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
