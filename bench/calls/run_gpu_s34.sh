@@ -12,71 +12,81 @@
 # of a second L2 round trip after the weights (the traces put the output stage, event 6 -> 7, at 1.2 us at 128K against
 # 0.6 at 32K), and the partials are indexed in 32 bits. Its GPU tests, then main / prefetch alternating, two rounds,
 # 128K / 32K batch 1 and 128K batch 32 once (unchanged there: 7 splits); its trace at the end if time is left.
-# 2. BF16-tier split counts (no kernel change). 3. Mixed BF16-tier CTAs (patch applied here). Both below.
+# 2. BF16-tier split counts (no kernel change): the s33 traces put the 2 x 8 BF16-tier CTAs of 128K batch 1 (splits
+# 2+31) two per SM on 8 SMs that ended ~13 us before the rest (the INT2 tier streamed on the other 124), and at 32K
+# (2+14, one CTA per SM) the 16 BF16-tier CTAs took 16 of 128 SMs for ~3% of the bytes: hp 1 against the plan.
+# 3. Mixed BF16-tier CTAs (2026-12-06_s34_mixed_hp.patch, applied here, reverted after; prebuilt 8751dd60...):
+# CudaDecodeConfig.mixed_hp_warps = n puts only warps 0 .. n - 1 of a BF16-tier CTA on the BF16 tiles and deals INT2
+# tiles to its other warps (as many per warp as each INT2-tier warp): GPU tests (the mixed path and the run-time INT2
+# step of every variant), then the patched kernel with mixed off (its control, beside main's figures), n = 1 and 2,
+# split lists that keep the grid's CTA count (33 splits per KV head at 128K, 16 at 32K) and give a BF16-tier warp at
+# most 2 of the 20 BF16 tiles (in the s33 traces a BF16-tier CTA took 7-9 us at 32K and 13-16 us at 128K back to
+# back for <= 2 tiles per warp: its tiles are dependent loads with no pipeline).
+# Order (the device budget may be short): mixed tests + round 1, merge tests + A/B, BF16-tier splits, mixed round 2,
+# the merge trace; each later step only while time is left (BUDGET: seconds this call may take, default 585).
 # Work stealing, second form (2026-12-05_s33_steal_per_warp.patch) is left for a later call.
 set -u
 T="$(date +%Y-%m-%d)_s34"
 source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 MRG=$PWD/.alt/int2_paged_merge.cu
-if [ -f "$MRG" ]; then
+MIXP=bench/results/2026-12-06_s34_mixed_hp.patch
+mkdir -p /tmp/abm
+
+merge_part() {  # 1. merge prefetch: GPU tests, main / prefetch alternating (two rounds), 128K b32 once
+  [ -f "$MRG" ] || { echo "no $MRG"; return; }
   OSCARKV_KERNEL_SRC=$MRG timeout 120 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py \
     > "$OUT/${T}_merge_tests.log" 2>&1
   t "GPU kernel tests (merge prefetch) rc=$?"; tail -1 "$OUT/${T}_merge_tests.log" | cut -c1-200
   grep -E "^FAILED|^ERROR" "$OUT/${T}_merge_tests.log" | head -5 | cut -c1-300
-  mkdir -p /tmp/abm
   for r in 1 2; do
     for k in main merge; do
+      [ $(left) -lt 40 ] && break
       src=""; [ $k = merge ] && src=$MRG
       OSCARKV_KERNEL_SRC=$src timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" \
         --no-flashinfer --no-triton --no-append --sweep --sweep-variants 4 --sweep-scales 1.0 \
         --sweep-points 131072x1,32768x1 > "/tmp/abm/${T}_${k}_${r}.log" 2>&1
       echo "$k round $r: $(grep -E '^sweep' "/tmp/abm/${T}_${k}_${r}.log" | sed 's/sweep L=//' | cut -c1-60 | tr '\n' ';')"
-      [ $r = 1 ] && OSCARKV_KERNEL_SRC=$src timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 \
-        --contexts "" --no-flashinfer --no-triton --no-append --sweep --sweep-variants 11 --sweep-scales 1.0 \
-        --sweep-points 131072x32 2>&1 | grep -E "^sweep" | sed "s/^/$k b32: /" | cut -c1-80
+      [ $r = 1 ] && [ $(left) -gt 60 ] && OSCARKV_KERNEL_SRC=$src timeout 60 python3 bench/bench_decode.py --pdl 1 \
+        --early-reads 1 --contexts "" --no-flashinfer --no-triton --no-append --sweep --sweep-variants 11 \
+        --sweep-scales 1.0 --sweep-points 131072x32 2>&1 | grep -E "^sweep" | sed "s/^/$k b32: /" | cut -c1-80
     done
-  done | tee "$OUT/${T}_merge_ab.txt"
+  done | tee -a "$OUT/${T}_merge_ab.txt"
   t "merge A/B done"
-fi
-# BF16-tier split counts (added at the start of the thirty-fourth session, no kernel change): the s33 traces put
-# the 2 x 8 BF16-tier CTAs of 128K batch 1 (splits 2+31) two per SM on 8 SMs that end ~13 us before the rest (the
-# INT2 CTAs run on the other 124), and at 32K (2+14, one CTA per SM) the 16 BF16-tier CTAs take 16 of 128 SMs for
-# ~3% of the bytes. Fewer BF16-tier CTAs: hp 1 with the INT2 count as planned, +1 and +2 (scales 1.0323 / 1.0714:
-# 128K 31 / 32 / 33, 32K 14 / 14 / 15), against the plan (auto), one round.
-for r in 1; do
+}
+
+hp_part() {  # 2. BF16-tier split counts, main's kernel: hp 1 with the INT2 count as planned, +1, +2 (one round)
   timeout 90 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton \
     --no-append --sweep --sweep-variants 4 --sweep-hp auto,1 --sweep-scales 1.0,1.0323,1.0714 \
-    --sweep-points 131072x1,32768x1 2>&1 | grep -E "^sweep" | sed "s/^/hp round $r: /" | cut -c1-100
-done | tee "$OUT/${T}_hp.txt"
-t "hp splits done"
-# Mixed BF16-tier CTAs (bench/results/2026-12-06_s34_mixed_hp.patch, applied to this copy of the tree; kernel library
-# prebuilt, 8751dd60...): CudaDecodeConfig.mixed_hp_warps = n puts only warps 0 .. n - 1 of a BF16-tier CTA on the BF16
-# tiles and deals INT2 tiles to its other warps (as many per warp as each INT2-tier warp), so that no SM holds
-# BF16-tier CTAs only. 1. the CUDA kernel tests with the patch (the mixed path and the run-time INT2 step of every
-# variant); 2. two rounds, 128K / 32K batch 1: the patched kernel with mixed off (its control, beside main's figures
-# above), n = 1 and n = 2, each with the planned split counts and with more BF16-tier (mixed) splits, the grid's CTA
-# count kept (--sweep-splits).
-# (Work stealing, second form, is not run in this call: see its patch and run_gpu_s33b.sh for the first form.)
-patch -s -p1 < bench/results/2026-12-06_s34_mixed_hp.patch || { echo "the mixed patch does not apply"; exit 2; }
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_mixed_tests.log" 2>&1
-t "GPU kernel tests (mixed) rc=$?"; tail -1 "$OUT/${T}_mixed_tests.log" | cut -c1-200
-grep -E "^FAILED|^ERROR" "$OUT/${T}_mixed_tests.log" | head -8 | cut -c1-300
-# (mixed warps : point : split lists; each run keeps the grid's CTA count, 33 splits per KV head at 128K and 16 at 32K,
-# and gives a BF16-tier warp at most 2 of the 20 BF16 tiles: in the s33 traces a BF16-tier CTA took 7-9 us (32K) and
-# 13-16 us (128K, back to back) for <= 2 tiles per warp, its tiles being dependent loads with no pipeline)
-for r in 1 2; do
+    --sweep-points 131072x1,32768x1 2>&1 | grep -E "^sweep" | sed "s/^/hp: /" | cut -c1-100 | tee "$OUT/${T}_hp.txt"
+  t "hp splits done"
+}
+
+mixed_part() {  # 3. mixed BF16-tier CTAs, round $1 (round 1 runs the GPU tests first); the patch is reverted after
+  patch -s -p1 < $MIXP || { echo "the mixed patch does not apply"; return; }
+  if [ "$1" = 1 ]; then
+    timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_mixed_tests.log" 2>&1
+    t "GPU kernel tests (mixed) rc=$?"; tail -1 "$OUT/${T}_mixed_tests.log" | cut -c1-200
+    grep -E "^FAILED|^ERROR" "$OUT/${T}_mixed_tests.log" | head -8 | cut -c1-300
+  fi
   for cfg in "0:131072x1:2+31" "1:131072x1:10+23,16+17" "2:131072x1:5+28,10+23" \
              "0:32768x1:2+14" "1:32768x1:10+6,8+8" "2:32768x1:8+8,5+11"; do
     IFS=: read -r mx pt sp <<< "$cfg"
     [ $(left) -lt 40 ] && break
     timeout $(( $(left) - 5 )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
       --no-triton --no-append --mixed-hp $mx --sweep --sweep-variants 4 --sweep-splits $sp --sweep-points $pt 2>&1 \
-      | grep -E "^sweep|rror" | sed "s/^/mixed $mx round $r: /" | cut -c1-110
-  done
-done | tee "$OUT/${T}_mixed_ab.txt"
-t "mixed A/B done"
-patch -R -s -p1 < bench/results/2026-12-06_s34_mixed_hp.patch  # main's tree again (the merge source has no hp_warps)
-[ -f "$MRG" ] && [ $(left) -gt 70 ] && timeout 60 python3 bench/trace_decode.py --src "$MRG" --points 131072x1,32768x1 --modes b2b \
+      | grep -E "^sweep|rror" | sed "s/^/mixed $mx round $1: /" | cut -c1-110
+  done | tee -a "$OUT/${T}_mixed_ab.txt"
+  t "mixed round $1 done"
+  patch -R -s -p1 < $MIXP
+}
+
+mixed_part 1
+[ $(left) -gt 100 ] && merge_part
+[ $(left) -gt 60 ] && hp_part
+[ $(left) -gt 120 ] && mixed_part 2
+if [ -f "$MRG" ] && [ $(left) -gt 70 ]; then
+  timeout 60 python3 bench/trace_decode.py --src "$MRG" --points 131072x1,32768x1 --modes b2b \
     --out "$OUT/${T}_merge_trace.json" > /tmp/abm/trace.log 2>&1
-t "merge trace rc=$?"; grep -E "^trace|rror" /tmp/abm/trace.log | cut -c1-500
+  t "merge trace rc=$?"; grep -E "^trace|rror" /tmp/abm/trace.log | cut -c1-500
+fi
