@@ -12,17 +12,18 @@
 # of a second L2 round trip after the weights (the traces put the output stage, event 6 -> 7, at 1.2 us at 128K against
 # 0.6 at 32K), and the partials are indexed in 32 bits. Its GPU tests, then main / prefetch alternating, two rounds,
 # 128K / 32K batch 1 and 128K batch 32 once (unchanged there: 7 splits); its trace at the end if time is left.
-# 2. BF16-tier split counts (no kernel change): the s33 traces put the 2 x 8 BF16-tier CTAs of 128K batch 1 (splits
-# 2+31) two per SM on 8 SMs that ended ~13 us before the rest (the INT2 tier streamed on the other 124), and at 32K
-# (2+14, one CTA per SM) the 16 BF16-tier CTAs took 16 of 128 SMs for ~3% of the bytes: hp 1 against the plan.
-# 3. Mixed BF16-tier CTAs (2026-12-06_s34_mixed_hp.patch, applied here, reverted after; prebuilt 8751dd60...):
+# 2. Mixed BF16-tier CTAs (2026-12-06_s34_mixed_hp.patch, applied here, reverted after; prebuilt 8751dd60...):
 # CudaDecodeConfig.mixed_hp_warps = n puts only warps 0 .. n - 1 of a BF16-tier CTA on the BF16 tiles and deals INT2
 # tiles to its other warps (as many per warp as each INT2-tier warp): GPU tests (the mixed path and the run-time INT2
 # step of every variant), then the patched kernel with mixed off (its control, beside main's figures), n = 1 and 2,
 # split lists that keep the grid's CTA count (33 splits per KV head at 128K, 16 at 32K) and give a BF16-tier warp at
 # most 2 of the 20 BF16 tiles (in the s33 traces a BF16-tier CTA took 7-9 us at 32K and 13-16 us at 128K back to
 # back for <= 2 tiles per warp: its tiles are dependent loads with no pipeline).
-# Order (the device budget may be short): mixed tests + round 1, merge tests + A/B, BF16-tier splits, mixed round 2,
+# Why 2: the s33 traces put the 2 x 8 BF16-tier CTAs of 128K batch 1 (splits 2+31) two per SM on 8 SMs that ended
+# ~13 us before the rest (the INT2 tier streamed on the other 124), and at 32K (2+14, one CTA per SM) the 16 BF16-tier
+# CTAs took 16 of 128 SMs for ~3% of the bytes; one BF16-tier split instead of two (4 such SMs) gained 0.2-1.0 us at
+# 128K batch 1 (run_gpu_s31d.sh), so the BF16-tier split counts alone are not timed again here.
+# Order (the device budget may be short): mixed tests + round 1, merge tests + A/B, mixed round 2,
 # the merge trace; each later step only while time is left (BUDGET: seconds this call may take, default 585).
 # Work stealing, second form (2026-12-05_s33_steal_per_warp.patch) is left for a later call.
 set -u
@@ -55,13 +56,6 @@ merge_part() {  # 1. merge prefetch: GPU tests, main / prefetch alternating (two
   t "merge A/B done"
 }
 
-hp_part() {  # 2. BF16-tier split counts, main's kernel: hp 1 with the INT2 count as planned, +1, +2 (one round)
-  timeout 90 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton \
-    --no-append --sweep --sweep-variants 4 --sweep-hp auto,1 --sweep-scales 1.0,1.0323,1.0714 \
-    --sweep-points 131072x1,32768x1 2>&1 | grep -E "^sweep" | sed "s/^/hp: /" | cut -c1-100 | tee "$OUT/${T}_hp.txt"
-  t "hp splits done"
-}
-
 mixed_part() {  # 3. mixed BF16-tier CTAs, round $1 (round 1 runs the GPU tests first); the patch is reverted after
   patch -s -p1 < $MIXP || { echo "the mixed patch does not apply"; return; }
   if [ "$1" = 1 ]; then
@@ -83,7 +77,6 @@ mixed_part() {  # 3. mixed BF16-tier CTAs, round $1 (round 1 runs the GPU tests 
 
 mixed_part 1
 [ $(left) -gt 100 ] && merge_part
-[ $(left) -gt 60 ] && hp_part
 [ $(left) -gt 120 ] && mixed_part 2
 if [ -f "$MRG" ] && [ $(left) -gt 70 ]; then
   timeout 60 python3 bench/trace_decode.py --src "$MRG" --points 131072x1,32768x1 --modes b2b \
