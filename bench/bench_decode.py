@@ -144,7 +144,8 @@ def copy_bandwidth(dev):
 
 
 def split_spec(spec: str) -> list[tuple[str, tuple[int, int]]]:
-    """argparse type of ``--alt-splits``: "LxB=hp+int2,..." -> [("LxB", (hp, int2)), ...] (a point may repeat)."""
+    """argparse type of ``--alt-splits`` / ``--sweep-splits``: "LxB=hp+int2,..." -> [("LxB", (hp, int2)), ...] (a
+    point may repeat)."""
     out = []
     for e in (x for x in spec.split(",") if x):
         pt, _, sp = e.partition("=")
@@ -548,9 +549,9 @@ def main():
                     help="LxB=hp+int2,...: also time our kernel with these split counts at these table points "
                     "(column ours_alt; e.g. an earlier split model's choices)")
     ap.add_argument("--sweep-hp", default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
-    ap.add_argument("--sweep-splits", default="",
-                    help="explicit BF16-tier + INT2 split counts of --sweep, e.g. 2+31,10+23 (replaces --sweep-hp / "
-                         "--sweep-scales)")
+    ap.add_argument("--sweep-splits", type=split_spec, default=[],
+                    help="LxB=hp+int2,...: --sweep times these points with these split counts instead of "
+                         "--sweep-points x --sweep-hp x --sweep-scales (e.g. 131072x1=2+31,131072x1=10+23)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
@@ -583,8 +584,6 @@ def main():
     bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
     if bad:
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
-    if a.sweep_splits and not all(re.fullmatch(r"\d+\+\d+", x) for x in a.sweep_splits.split(",")):
-        ap.error(f"--sweep-splits {a.sweep_splits!r}: give BF16-tier+INT2 split counts, e.g. 2+31,10+23")
     D = a.head_dim
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
@@ -616,17 +615,16 @@ def main():
     dump()
     if a.sweep and not SMOKE:
         sw = []
-        for pt in a.sweep_points.split(","):
+        for pt, fixed in a.sweep_splits:  # explicit (point, split counts), each variant
             L, B = (int(x) for x in pt.split("x"))
             for var in a.sweep_variants.split(","):
-                if a.sweep_splits:
-                    for hi in a.sweep_splits.split(","):
-                        fixed = tuple(int(x) for x in hi.split("+"))
-                        t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), splits=fixed)
-                        sw.append(dict(L=L, B=B, us=t * 1e6, **ex))
-                        log(f"sweep L={L} B={B} variant {var} splits {ex['splits']}: {t * 1e6:.1f} us")
-                        torch.cuda.empty_cache()
-                    continue
+                t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), splits=fixed)
+                sw.append(dict(L=L, B=B, us=t * 1e6, **ex))
+                log(f"sweep L={L} B={B} variant {var} splits {ex['splits']}: {t * 1e6:.1f} us")
+                torch.cuda.empty_cache()
+        for pt in ([] if a.sweep_splits else a.sweep_points.split(",")):
+            L, B = (int(x) for x in pt.split("x"))
+            for var in a.sweep_variants.split(","):
                 for hp in a.sweep_hp.split(","):
                     for sc in (float(x) for x in a.sweep_scales.split(",")):
                         nh = None if hp == "auto" else int(hp)

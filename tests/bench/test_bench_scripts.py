@@ -216,7 +216,8 @@ def test_decode_chain_times_every_sequence(tmp_path):
 
 
 def test_split_spec_parses_and_refuses_bad_specs():
-    """--alt-splits of bench_decode.py and decode_chain.py: one parser, a one-line argparse error on a bad entry."""
+    """--alt-splits of bench_decode.py and decode_chain.py, --sweep-splits of bench_decode.py: one parser, a one-line
+    argparse error on a bad entry."""
     bd = bench_module("bench_decode")
     assert bd.split_spec("131072x1=2+31,131072x1=1+31,") == [("131072x1", (2, 31)), ("131072x1", (1, 31))]
     assert bd.split_spec("") == []
@@ -226,6 +227,9 @@ def test_split_spec_parses_and_refuses_bad_specs():
     r = subprocess.run([sys.executable, str(BENCH / "decode_chain.py"), "--smoke", "--alt-splits", "700x2=2"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "'700x2=2' is not LxB=hp+int2" in r.stderr
+    r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", "--sweep-splits", "2+31"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "'2+31' is not LxB=hp+int2" in r.stderr
 
 
 def test_trace_decode_summary_reads_the_kernel_records():
