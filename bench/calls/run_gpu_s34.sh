@@ -64,12 +64,12 @@ mixed_part() {  # 3. mixed BF16-tier CTAs, round $1 (round 1 runs the GPU tests 
     t "GPU kernel tests (mixed) rc=$?"; tail -1 "$OUT/${T}_mixed_tests.log" | cut -c1-200
     grep -E "^FAILED|^ERROR" "$OUT/${T}_mixed_tests.log" | head -8 | cut -c1-300
   fi
-  for cfg in "0:131072x1:2+31" "1:131072x1:10+23,16+17" "2:131072x1:5+28,10+23" \
-             "0:32768x1:2+14" "1:32768x1:10+6,8+8" "2:32768x1:8+8,5+11"; do
-    IFS=: read -r mx pt sp <<< "$cfg"
+  for cfg in "0:131072x1=2+31,32768x1=2+14" "1:131072x1=10+23,131072x1=16+17,32768x1=10+6,32768x1=8+8" \
+             "2:131072x1=5+28,131072x1=10+23,32768x1=8+8,32768x1=5+11"; do
+    mx=${cfg%%:*}; sp=${cfg#*:}
     [ $(left) -lt 40 ] && break
     timeout $(( $(left) - 5 )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
-      --no-triton --no-append --mixed-hp $mx --sweep --sweep-variants 4 --sweep-splits $sp --sweep-points $pt 2>&1 \
+      --no-triton --no-append --mixed-hp $mx --sweep --sweep-variants 4 --sweep-splits $sp 2>&1 \
       | grep -E "^sweep|rror" | sed "s/^/mixed $mx round $1: /" | cut -c1-110
   done | tee -a "$OUT/${T}_mixed_ab.txt"
   t "mixed round $1 done"
