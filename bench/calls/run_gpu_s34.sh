@@ -1,5 +1,7 @@
 #!/bin/bash
-# Prepared in the thirty-third session, reworked at the start of the thirty-fourth (not run yet). Any card, one GPU,
+# Ran in the thirty-fourth session as `BUDGET=170 OSCARKV_COMMIT=dbe154c bash bench/calls/run_gpu_s34.sh` on an H100
+# (mixed round 1 and the merge A/B; mixed round 2 and the merge trace were left out by the budget; BENCHMARKS.md).
+# Prepared in the thirty-third session, reworked at the start of the thirty-fourth. Any card, one GPU,
 # < 10 min, carry [".whl", ".kcache", ".alt"]:
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s34.sh
 # Prebuilt on the CPU machine (.kcache): main 254acd31..., the merge prefetch 429e6a6d... (trace deaa5051...), the
@@ -25,7 +27,7 @@
 # 128K batch 1 (run_gpu_s31d.sh), so the BF16-tier split counts alone are not timed again here.
 # Order (the device budget may be short): mixed tests + round 1, merge tests + A/B, mixed round 2,
 # the merge trace; each later step only while time is left (BUDGET: seconds this call may take, default 585).
-# Work stealing, second form (2026-12-05_s33_steal_per_warp.patch) is left for a later call.
+# Work stealing, second form (2026-12-05_s33_steal_per_warp.patch): run_gpu_s35.sh.
 set -u
 T="$(date +%Y-%m-%d)_s34"
 source bench/gpu_env.sh
