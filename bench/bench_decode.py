@@ -614,24 +614,21 @@ def main():
         res["accuracy"] = check_accuracy(dev)
     dump()
     if a.sweep and not SMOKE:
+        variants = a.sweep_variants.split(",")
+        # (point, variant, split scale or None, bench_ours' split keywords): the explicit (point, split counts) of
+        # --sweep-splits, else --sweep-points x variants x --sweep-hp x --sweep-scales
+        jobs = [(pt, var, None, dict(splits=fixed)) for pt, fixed in a.sweep_splits for var in variants] or [
+            (pt, var, sc, dict(split_scale=sc, hp_splits=None if hp == "auto" else int(hp)))
+            for pt in a.sweep_points.split(",") for var in variants for hp in a.sweep_hp.split(",")
+            for sc in (float(x) for x in a.sweep_scales.split(","))]
         sw = []
-        for pt, fixed in a.sweep_splits:  # explicit (point, split counts), each variant
+        for pt, var, sc, kw in jobs:
             L, B = (int(x) for x in pt.split("x"))
-            for var in a.sweep_variants.split(","):
-                t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), splits=fixed)
-                sw.append(dict(L=L, B=B, us=t * 1e6, **ex))
-                log(f"sweep L={L} B={B} variant {var} splits {ex['splits']}: {t * 1e6:.1f} us")
-                torch.cuda.empty_cache()
-        for pt in ([] if a.sweep_splits else a.sweep_points.split(",")):
-            L, B = (int(x) for x in pt.split("x"))
-            for var in a.sweep_variants.split(","):
-                for hp in a.sweep_hp.split(","):
-                    for sc in (float(x) for x in a.sweep_scales.split(",")):
-                        nh = None if hp == "auto" else int(hp)
-                        t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), split_scale=sc, hp_splits=nh)
-                        sw.append(dict(L=L, B=B, split_scale=sc, us=t * 1e6, **ex))
-                        log(f"sweep L={L} B={B} variant {var} splits x{sc} ({ex['splits']}): {t * 1e6:.1f} us")
-                        torch.cuda.empty_cache()
+            t, _, ex = bench_ours(B, L, dev, "cuda", variants=(var,), **kw)
+            sw.append(dict(L=L, B=B, **({} if sc is None else dict(split_scale=sc)), us=t * 1e6, **ex))
+            label = ex["splits"] if sc is None else f"x{sc} ({ex['splits']})"
+            log(f"sweep L={L} B={B} variant {var} splits {label}: {t * 1e6:.1f} us")
+            torch.cuda.empty_cache()
         res["sweep"] = sw
         dump()
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
