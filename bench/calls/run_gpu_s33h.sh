@@ -1,4 +1,6 @@
 #!/bin/bash
+# Ran in the thirty-fifth session as `OSCARKV_COMMIT=cbb5c5b bash bench/calls/run_gpu_s33h.sh` on an H200
+# (bench/results/2026-12-06_s33h_*; the floor's files did not come back, its lines are in ..._s33h_floor.txt).
 # Thirty-third session, H200 only (on another card it prints so and stops). One GPU, < 10 min, carry [".whl", ".kcache"].
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s33h.sh
 # The H200's figures of issues 7 and 8 predate the per-card plan and the last step changes. In one call:

@@ -1,5 +1,7 @@
 #!/bin/bash
-# Prepared in the thirty-fourth session for the next one (not run yet). Any card, one GPU, < 10 min, carry
+# Ran in the thirty-fifth session as `OSCARKV_COMMIT=cbb5c5b bash bench/calls/run_gpu_s35.sh` on an H200 (stealing v2
+# 25-30% slower than steal 0: not taken; BENCHMARKS.md, thirty-fifth session).
+# Prepared in the thirty-fourth session for the next one. Any card, one GPU, < 10 min, carry
 # [".whl", ".kcache"]. Prebuilt on the CPU machine (.kcache): stealing d2b1a6cc... and its trace build 9c9159b0...
 # (both from main's int2_paged.cu of 5ea82ae..dbe154c with the patch below applied; a kernel change on main voids them:
 # rebuild as in run_gpu_s32b.sh's header, with the patch applied to the tree, then revert).

@@ -364,6 +364,11 @@ __device__ __forceinline__ void trace_warp(int warp) {
 #define TRACE(ev)
 #define TRACE_WARP(w)
 #endif
+// the decode kernel's PDL wait (before or after its early reads) and trace event 1
+__device__ __forceinline__ void decode_pdl_wait() {
+  pdl_begin();
+  TRACE(1);
+}
 
 // Thread-block clusters (sm_90): all threads of all CTAs of the cluster meet here; release / acquire make each
 // CTA's shared-memory writes before the barrier visible to the others' distributed-shared-memory reads after it.
@@ -421,10 +426,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const bool hp = split < p.n_hp;
   // PDL: with p.early the wait for the previous kernel comes after the reads that do not depend on it (in
   // each tier below); q, the partial buffers and the output are touched only after it
-  if (p.probe == 2 || !p.early) {
-    pdl_begin();
-    TRACE(1);
-  }
+  if (p.probe == 2 || !p.early) decode_pdl_wait();
   if (p.probe == 2) return;
   // this sequence's splits (DecodeParams::split_lut / hp_lut); lengths are early reads (p.early)
   const int len2 = p.int2_lens[b];
@@ -482,10 +484,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int c = 0; c < D / 64; c++) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + 64 * c));
     }
-    if (p.early) {  // (L2 prefetches are hints; L2 holds the previous kernel's writes either way)
-      pdl_begin();
-      TRACE(1);
-    }
+    if (p.early) decode_pdl_wait();  // (L2 prefetches are hints; L2 holds the previous kernel's writes either way)
     // q as the B operand: B[k = dim][n = head], lane holds head g, dims 16ks + 2t + {0,1,8,9}
     uint32_t qb[KS][2];
 #pragma unroll
@@ -916,10 +915,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
-    if (p.early) {
-      pdl_begin();
-      TRACE(1);
-    }
+    if (p.early) decode_pdl_wait();
     prep_q();
     if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(tf + tn), 0) != 0x7fffffffu) return;
     if (!pre) {
@@ -1868,10 +1864,10 @@ extern "C" int oscar_trace(void* host, int clear) {
     return -2;
   const size_t na = sizeof(g_trace), nw = sizeof(g_trace_warp), nm = sizeof(g_trace_sm);
   if (clear) {
-    cudaMemset(a, 0, na);
-    cudaMemset(w, 0, nw);
-    cudaMemset(m, 0, nm);
-    return (int)cudaDeviceSynchronize();
+    int e = (int)cudaMemset(a, 0, na);
+    if (!e) e = (int)cudaMemset(w, 0, nw);
+    if (!e) e = (int)cudaMemset(m, 0, nm);
+    return e ? e : (int)cudaDeviceSynchronize();
   }
   char* h = static_cast<char*>(host);
   int e = (int)cudaMemcpy(h, a, na, cudaMemcpyDeviceToHost);
