@@ -55,6 +55,7 @@ SINK, RECENT, BS = 64, 256, 16
 EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
+POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 
 
@@ -69,7 +70,8 @@ def variant_spec(x):
 def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
-    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER, **kw)
+    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
+                            poll_merge=POLL_MERGE, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -526,7 +528,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -539,6 +541,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
+    ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -589,6 +592,7 @@ def main():
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
+    POLL_MERGE = a.poll_merge
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--modes", default="b2b,no_pdl,chain", help="b2b, no_pdl, chain (comma-separated)")
     ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
     ap.add_argument("--out", default="trace_decode.json")
+    ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True (bench_decode's)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
@@ -203,6 +204,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("trace_decode.py needs a CUDA GPU (it reads the trace build's records of a real call)")
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
+    bd.POLL_MERGE = a.poll_merge
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):

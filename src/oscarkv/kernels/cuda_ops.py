@@ -103,7 +103,7 @@ class _DecodeParams(ctypes.Structure):
         ("hkv", ctypes.c_int), ("group", ctypes.c_int), ("n_hp", ctypes.c_int), ("n_int2", ctypes.c_int),
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
-        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int),
+        ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_poll", ctypes.c_int),
     ]
 
 
@@ -304,6 +304,11 @@ class CudaDecodeConfig:
                      32K 65.8 / 62.3 / 57.6; batch 32 at 4K 46.1 / 45.8 / 65.7, 32K 207.9 / 215.3 / 239.5, 128K
                      789.3 / 813.0 / 815.2. Hence True by default. Explicit split counts and the cluster variants
                      keep every split.
+    poll_merge:      (thirty-fifth session, opt-in while measured) the CTA of partial slot 0 merges the splits,
+                     folding each as its flag appears while the others still stream, instead of the last CTA to
+                     arrive merging them all; taken only where every CTA of the grid is resident at once (one
+                     wave) and a (sequence, KV head) has <= 64 splits, so the polling merger cannot starve a
+                     split of its SM.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -320,6 +325,7 @@ class CudaDecodeConfig:
     l2_evict_first: bool = True
     adaptive_splits: bool | None = True
     cta_order: str | None = None
+    poll_merge: bool = False
 
 
 # (sequence, KV head) pairs from which the 4-warp ring (variant 0, paired 10) runs instead of the 8-warp one (4,
@@ -497,7 +503,10 @@ class DecodePlan:
             raise ValueError(f"{ns} splits > {max_ns} (the merge's shared-memory bound for group {self.group})")
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
-        self.counters = torch.zeros(bh, dtype=torch.int32, device=dev)
+        # poll merge: every CTA resident at once (one wave) and <= 64 splits (the merger polls them from one warp)
+        self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= per_sm * sms)
+        # the arrival counters, then (poll merge) one flag per partial slot
+        self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
             out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
@@ -530,7 +539,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
-            self.lut_tiles, *self._luts_c, self.split_major,
+            self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

@@ -86,6 +86,7 @@ struct DecodeParams {
   uint16_t split_lut[kSplitLut];
   uint16_t hp_lut[kSplitLut];
   int split_major;  // 1: the linear CTA index is read split-major (below)
+  int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
 };
 
 struct AppendParams {
@@ -1136,6 +1137,115 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   __syncthreads();
   TRACE(3);
   const int NSb = sm_nsb;
+  if (p.merge_poll) {
+    // ---- Poll merge (thirty-fifth session; opt-in, CudaDecodeConfig.poll_merge, planned only for one-wave grids
+    // of <= 64 splits, so every CTA is resident while the merger waits): the CTA of partial slot 0 (the first
+    // BF16-tier split when there is one; those end early at 128K batch 1) merges. Every CTA publishes its slot
+    // with one release store of a flag after the CTA barrier (the CUTLASS semaphore pattern again, as a store: no
+    // arrival atomic on anyone's path); the merger folds the slots as their flags appear, in rounds (warp 0
+    // polls every unfolded flag with acquire loads, the CTA loads the new slots' partials and LSEs and folds
+    // them with a running max), so after the last arrival only its slot's loads and the output remain.
+    // Flags live after the B * HKV arrival counters (DecodePlan sizes the buffer) and are 0 between calls: the
+    // merger clears them; the next call's CTAs write theirs only after their PDL wait, i.e. after this grid.
+    int* flags = p.counters + gridDim.y + (int64_t)bh * NS;
+    if (threadIdx.x == 0) asm volatile("st.release.gpu.global.s32 [%0], 1;\n" ::"l"(flags + slot) : "memory");
+    TRACE(4);
+    if (slot != 0) return;
+    constexpr int NT = NWARP * 32;
+    constexpr int IPT = (8 * D / 4 + NT - 1) / NT;  // float4 outputs per thread (G <= 8)
+    constexpr int KP = 8;                           // a thread's partial loads in flight per batch
+    const float* obase = p.o_part + (int64_t)bh * NS * G * D;
+    const float* lbase = p.lse_part + (int64_t)bh * NS * G;
+    const int nitem = G * D / 4;
+    __shared__ unsigned char sm_list[64];  // the slots that arrived since the last round
+    __shared__ int sm_nnew, sm_all;
+    float mx[IPT], den[IPT];
+    float4 acc[IPT];
+    bool nan[IPT];
+#pragma unroll
+    for (int k = 0; k < IPT; k++) mx[k] = -INFINITY, den[k] = 0.f, acc[k] = make_float4(0.f, 0.f, 0.f, 0.f), nan[k] = false;
+    unsigned done0 = 0, done1 = 0;  // folded slots (warp 0's registers)
+    const unsigned all0 = NSb >= 32 ? 0xffffffffu : (1u << NSb) - 1u;
+    const unsigned all1 = NSb <= 32 ? 0u : NSb >= 64 ? 0xffffffffu : (1u << (NSb - 32)) - 1u;
+    for (long long round = 0;; round++) {
+      if (warp == 0) {
+        int f0 = 0, f1 = 0;
+        if (lane < NSb && !((done0 >> lane) & 1u))
+          asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(f0) : "l"(flags + lane) : "memory");
+        if (lane + 32 < NSb && !((done1 >> lane) & 1u))
+          asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(f1) : "l"(flags + lane + 32) : "memory");
+        const unsigned n0 = __ballot_sync(0xffffffffu, f0 != 0), n1 = __ballot_sync(0xffffffffu, f1 != 0);
+        done0 |= n0, done1 |= n1;
+        if (lane == 0) {
+          int c = 0;
+          for (unsigned m = n0; m; m &= m - 1) sm_list[c++] = __ffs(m) - 1;
+          for (unsigned m = n1; m; m &= m - 1) sm_list[c++] = 32 + __ffs(m) - 1;
+          sm_nnew = c;
+          sm_all = done0 == all0 && done1 == all1;
+        }
+        if (round > (1ll << 26)) __trap();  // a slot that never arrives (a bug): fail loudly, never hang
+      }
+      __syncthreads();
+      const int nn = sm_nnew;
+      const bool last = sm_all != 0;
+#pragma unroll
+      for (int k = 0; k < IPT; k++) {
+        const int i4 = threadIdx.x + k * NT;
+        if (i4 >= nitem) continue;
+        const int h = (i4 * 4) / D;
+        for (int j0 = 0; j0 < nn; j0 += KP) {
+          float4 v[KP];
+          float ls[KP];
+#pragma unroll
+          for (int j = 0; j < KP; j++) {
+            const bool ok = j0 + j < nn;
+            const int s = ok ? sm_list[j0 + j] : 0;
+            v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + h) * D + (i4 * 4) % D))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+            ls[j] = ok ? __ldcg(lbase + s * G + h) : -INFINITY;
+          }
+          float m2 = mx[k];
+#pragma unroll
+          for (int j = 0; j < KP; j++) m2 = fmaxf(m2, ls[j]), nan[k] |= isnan(ls[j]);
+          if (m2 == -INFINITY) continue;  // only empty splits so far (their partials are 0)
+          const float c = exp2f(mx[k] - m2);  // 0 while mx is -inf (den, acc are 0 then)
+          den[k] *= c;
+          acc[k].x *= c, acc[k].y *= c, acc[k].z *= c, acc[k].w *= c;
+#pragma unroll
+          for (int j = 0; j < KP; j++) {  // unused slots: lse -inf, e = 0, v = 0
+            const float e = exp2f(ls[j] - m2);
+            den[k] += e;
+            acc[k].x += e * v[j].x, acc[k].y += e * v[j].y, acc[k].z += e * v[j].z, acc[k].w += e * v[j].w;
+          }
+          mx[k] = m2;
+        }
+      }
+      if (last) break;
+      __syncthreads();  // sm_list is rewritten by the next round
+    }
+    TRACE(5);
+    T* out = reinterpret_cast<T*>(p.out);
+    const float qnan = __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int k = 0; k < IPT; k++) {
+      const int i4 = threadIdx.x + k * NT;
+      if (i4 >= nitem) continue;
+      const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+      const float r = den[k] > 0.f ? 1.f / den[k] : 0.f;  // a NaN LSE (issue 11) makes the head NaN
+      T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
+      dst[0] = M::from_float(nan[k] ? qnan : acc[k].x * r);
+      dst[1] = M::from_float(nan[k] ? qnan : acc[k].y * r);
+      dst[2] = M::from_float(nan[k] ? qnan : acc[k].z * r);
+      dst[3] = M::from_float(nan[k] ? qnan : acc[k].w * r);
+    }
+    if (threadIdx.x < NSb) flags[threadIdx.x] = 0;
+#ifdef OSCARKV_TRACE
+    TRACE(6);
+    __syncthreads();
+    TRACE(7);
+#endif
+    return;
+  }
   if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
