@@ -304,11 +304,13 @@ class CudaDecodeConfig:
                      32K 65.8 / 62.3 / 57.6; batch 32 at 4K 46.1 / 45.8 / 65.7, 32K 207.9 / 215.3 / 239.5, 128K
                      789.3 / 813.0 / 815.2. Hence True by default. Explicit split counts and the cluster variants
                      keep every split.
-    poll_merge:      (thirty-fifth session, opt-in while measured) the CTA of partial slot 0 merges the splits,
-                     folding each as its flag appears while the others still stream, instead of the last CTA to
-                     arrive merging them all; taken only where every CTA of the grid is resident at once (one
-                     wave) and a (sequence, KV head) has <= 64 splits, so the polling merger cannot starve a
-                     split of its SM.
+    poll_merge:      the CTA of partial slot 0 merges the splits, folding each as its flag appears while the
+                     others still stream, instead of the last CTA to arrive merging them all; taken only where
+                     every CTA of the grid is resident at once (one wave) and a (sequence, KV head) has <= 64
+                     splits, so the polling merger cannot starve a split of its SM. The fold follows the order of
+                     arrival, so repeated calls agree up to rounding, not bit for bit. Opt-in: H200, thirty-fifth
+                     session, slower than the last-CTA merge (128K batch 1 29.3-29.7 vs 29.2-29.3 us, 32K 14.1-14.3
+                     vs 13.6): after the last arrival the merger still pays its poll and its fold's round trips.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at

@@ -1138,8 +1138,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   TRACE(3);
   const int NSb = sm_nsb;
   if (p.merge_poll) {
-    // ---- Poll merge (thirty-fifth session; opt-in, CudaDecodeConfig.poll_merge, planned only for one-wave grids
-    // of <= 64 splits, so every CTA is resident while the merger waits): the CTA of partial slot 0 (the first
+    // ---- Poll merge (thirty-fifth session; opt-in, measured slower: CudaDecodeConfig.poll_merge; the fold is
+    // replayed on the CPU in tests/kernels/test_merge_emulation.py). Planned only for one-wave grids of <= 64
+    // splits, so that every CTA is resident while the merger waits. The CTA of partial slot 0 (the first
     // BF16-tier split when there is one; those end early at 128K batch 1) merges. Every CTA publishes its slot
     // with one release store of a flag after the CTA barrier (the CUTLASS semaphore pattern again, as a store: no
     // arrival atomic on anyone's path); the merger folds the slots as their flags appear, in rounds (warp 0
