@@ -1,4 +1,6 @@
 #!/bin/bash
+# Ran in the thirty-fifth session as `BUDGET=400 OSCARKV_COMMIT=bb86ece bash bench/calls/run_gpu_s35c.sh` on an H200 (main's
+# rows failed: struct mismatch, see run_gpu_s35d.sh; BENCHMARKS.md, thirty-fifth session).
 # Thirty-fifth session, third call. Any card, one GPU, < 10 min, carry [".whl", ".kcache", ".alt/int2_paged_main_6427847.cu"]:
 #   OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s35c.sh
 # The poll merge (CudaDecodeConfig.poll_merge, this tree) against main's kernel (.alt/int2_paged_main_6427847.cu =

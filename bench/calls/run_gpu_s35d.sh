@@ -1,4 +1,6 @@
 #!/bin/bash
+# Ran in the thirty-fifth session as `BUDGET=240 OSCARKV_COMMIT=04fbece bash bench/calls/run_gpu_s35d.sh` on the same
+# H200 as run_gpu_s35c.sh (BENCHMARKS.md, thirty-fifth session).
 # Thirty-fifth session, fourth call. Any card, one GPU, carry [".whl", ".kcache", ".alt/int2_paged_main_6427847.cu",
 # ".alt/main_cuda_ops.py", ".alt/main_bench_decode.py"]:
 #   BUDGET=250 OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s35d.sh
