@@ -8,11 +8,12 @@
 # moves the dynamic ring's base) and ptxas's schedule of the tile loop. Three kernels, alternating, two rounds:
 #   main  = 6427847's .cu, cuda_ops.py and bench_decode.py swapped in (prebuilt e231078c...);
 #   pad   = the same with an 80-byte static shared array (.alt/int2_paged_main_pad80.cu: ptxas 608 bytes smem, main's
-#           spills; prebuilt, see below), still main's Python;
+#           spills), still main's Python;
 #   tree  = this tree (poll merge off).
 # pad ~ tree: the shared-memory layout is the cause (then make it deliberate: align / place the ring on purpose);
 # pad ~ main: the schedule (then look for what the loop gained). .alt files: `git show 6427847:<path>` for main's
-# three; the pad .cu is main's with `__shared__ unsigned char sm_pad[80];` and a volatile store to it under
+# three; prebuilt in .kcache: main e231078c..., pad f00a0f40..., tree 43e65b49... (its trace aeffb597..., main's
+# 0d15cc38...). The pad .cu is main's with `__shared__ unsigned char sm_pad[80];` and a volatile store to it under
 # `p.probe == 99` after `__shared__ int sm_last;`.
 set -u
 T="$(date +%Y-%m-%d)_s36"
