@@ -15,6 +15,8 @@ warp the end of its tile loop; the events are listed in the .cu), replays decode
 * end, in the last CTA of each (sequence, KV head): all warps' partials in shared memory (2), the CTA's partial
   written (3), the arrival atomic returned (4), the LSEs in shared memory (5), weights (6), output stored (7), as
   cycles of its SM (clock64, exact within a CTA) and ns, and the last event after the last warp's loop end.
+  With ``--poll-merge`` the merging CTA is slot 0's: 4 is its flag's store, 5 its last fold done (it waits for the
+  others' flags in between), 6 and 7 its output stored.
 
 Modes: ``b2b`` (decode calls back to back, PDL on: bench_decode's number), ``no_pdl`` (each call alone),
 ``chain`` (append with R_K fused -> decode -> o_proj GEMV, the layer's order). The trace build's registers differ
