@@ -1147,6 +1147,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   __syncthreads();
   TRACE(3);
   const int NSb = sm_nsb;
+  // output element i4 * 4 .. + 3 of this (sequence, KV head)'s G x D outputs (either merge below)
+  T* out = reinterpret_cast<T*>(p.out);
+  auto store = [&](int i4, float4 acc) {
+    const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+    T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
+    dst[0] = M::from_float(acc.x);
+    dst[1] = M::from_float(acc.y);
+    dst[2] = M::from_float(acc.z);
+    dst[3] = M::from_float(acc.w);
+  };
   if (p.merge_poll) {
     // ---- Poll merge (thirty-fifth session; opt-in, measured slower: CudaDecodeConfig.poll_merge; the fold is
     // replayed on the CPU in tests/kernels/test_merge_emulation.py). Planned only for one-wave grids of <= 64
@@ -1235,19 +1245,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       __syncthreads();  // sm_list is rewritten by the next round
     }
     TRACE(5);
-    T* out = reinterpret_cast<T*>(p.out);
     const float qnan = __int_as_float(0x7fc00000);
 #pragma unroll
     for (int k = 0; k < IPT; k++) {
       const int i4 = threadIdx.x + k * NT;
       if (i4 >= nitem) continue;
-      const int h = (i4 * 4) / D, d = (i4 * 4) % D;
       const float r = den[k] > 0.f ? 1.f / den[k] : 0.f;  // a NaN LSE (issue 11) makes the head NaN
-      T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
-      dst[0] = M::from_float(nan[k] ? qnan : acc[k].x * r);
-      dst[1] = M::from_float(nan[k] ? qnan : acc[k].y * r);
-      dst[2] = M::from_float(nan[k] ? qnan : acc[k].z * r);
-      dst[3] = M::from_float(nan[k] ? qnan : acc[k].w * r);
+      store(i4, nan[k] ? make_float4(qnan, qnan, qnan, qnan)
+                       : make_float4(acc[k].x * r, acc[k].y * r, acc[k].z * r, acc[k].w * r));
     }
     if (threadIdx.x < NSb) flags[threadIdx.x] = 0;
 #ifdef OSCARKV_TRACE
@@ -1312,15 +1317,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
   __syncthreads();
   TRACE(6);
-  T* out = reinterpret_cast<T*>(p.out);
-  auto store = [&](int i4, float4 acc) {
-    const int h = (i4 * 4) / D, d = (i4 * 4) % D;
-    T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
-    dst[0] = M::from_float(acc.x);
-    dst[1] = M::from_float(acc.y);
-    dst[2] = M::from_float(acc.z);
-    dst[3] = M::from_float(acc.w);
-  };
   auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
     acc.x += wt * v.x;
     acc.y += wt * v.y;
