@@ -1,0 +1,41 @@
+#!/bin/bash
+# Prepared in the thirty-sixth session for the next one (not yet run). Any card, one GPU, < 10 min, carry
+# [".whl", ".kcache"] (prebuild the tree's library into .kcache first: see docs/KERNELS.md, "Build"):
+#   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s37.sh
+# With the decode ring at shared-address phase 0 (thirty-sixth session, 5-11% faster on the H100), in one call:
+# 1. the kernel GPU tests;
+# 2. the plan's variant choice re-checked: variants 0 / 1 / 4 / 5 / 7 / 10 / 11 at their planned splits at the
+#    points where the plan switches (cuda_ops._default_variant dates from the misaligned ring);
+# 3. on an H200 (no phase-0 figures yet): issue 7's rows with every peer, then step_ablate of both models;
+#    on an H100 (rows and ablations measured in call s36b): equal-memory throughput of Qwen3-4B, then Qwen3-8B.
+set -u
+T="$(date +%Y-%m-%d)_s37"
+source bench/gpu_env.sh
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s37
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
+t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"
+timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton --no-append \
+  --sweep --sweep-variants 0,1,4,5,7,10,11 --sweep-scales 1.0 \
+  --sweep-points 131072x1,32768x1,16384x8,65536x8,32768x32,131072x32 > "$OUT/${T}_variants.log" 2>&1
+t "variant sweep rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_variants.log" | cut -c1-110
+if echo "$CARD" | grep -q H200; then
+  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 131072 \
+    --batches 1,32 --out "$OUT/${T}_128k.json" > "$OUT/${T}_128k.log" 2>&1
+  t "128K rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_128k.log" | cut -c1-330
+  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 32768 \
+    --batches 1,32,128 --out "$OUT/${T}_32k.json" > "$OUT/${T}_32k.log" 2>&1
+  t "32K rc=$?"; grep -E "^L=|rror" "$OUT/${T}_32k.log" | cut -c1-330
+  for m in qwen3-8b qwen3-4b; do
+    [ $(left) -lt 150 ] && break
+    timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model $m --context 131072 --bf16-backends CUDNN_ATTENTION \
+      --out "$OUT/${T}_ablate_$m.json" > "$OUT/${T}_ablate_$m.log" 2>&1
+    t "ablate $m 128K rc=$?"; tail -3 "$OUT/${T}_ablate_$m.log" | cut -c1-250
+  done
+else
+  for m in qwen3-4b qwen3-8b; do
+    [ $(left) -lt 130 ] && break
+    eq_memory $m
+  done
+fi
