@@ -1,6 +1,7 @@
 #!/bin/bash
 # Prepared in the thirty-sixth session for the next one (not yet run). Any card, one GPU, < 10 min, carry
-# [".whl", ".kcache"] (prebuild the tree's library into .kcache first: see docs/KERNELS.md, "Build"):
+# [".whl", ".kcache"] (the library of the tree at the end of the thirty-sixth session is prebuilt in .kcache as
+# c8c6c7c5aa2a3f0a; any .cu change needs a rebuild first: docs/KERNELS.md, "Build"):
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s37.sh
 # With the decode ring at shared-address phase 0 (thirty-sixth session, 5-11% faster on the H100), in one call:
 # 1. the kernel GPU tests;

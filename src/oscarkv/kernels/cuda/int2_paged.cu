@@ -454,9 +454,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
   extern __shared__ __align__(16) uint8_t smem_raw[];
   // the buffer's base at a fixed 128-byte phase (kRingPhase) wherever the static shared memory ends (the dynamic
-  // part starts right after it, 16-byte aligned): with the phase left to the static arrays' size, 528 -> 608
-  // bytes of static shared memory (shared-address phase 16 -> 96) made the call 4-9% faster (thirty-fifth /
-  // thirty-sixth sessions, H200 and H100); decode_smem_bytes() reserves the 128 bytes this may skip
+  // part starts right after it, 16-byte aligned, so the static arrays' size used to set the ring's phase: 528 ->
+  // 608 bytes, phase 16 -> 96, was 4-9% faster, thirty-fifth session). Thirty-sixth session, H100, 128K batch 1:
+  // phase 0 33.8-34.0 us, 32 35.4, 64 / 96 35.9-36.0, 16 37.5-38.0 (BENCHMARKS.md). decode_smem_bytes() reserves
+  // the up to 128 bytes this skips.
   uint8_t* const smem = smem_raw + ((kRingPhase - (uint32_t)__cvta_generic_to_shared(smem_raw)) & 127u);
 
   const T* qrow = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (g < G ? g : 0)) * p.q_sh;
@@ -1718,7 +1719,7 @@ int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_
 }
 
 // dynamic shared memory of a decode CTA: the cp.async ring (NWARP x STAGES tiles) or, after the loop, the
-// per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger
+// per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger, + 128 bytes to place it at kRingPhase
 template <int D, int NWARP, int STAGES>
 constexpr int decode_smem_bytes() {
   return 128 + (NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128) : NWARP * 8 * D * 4);
