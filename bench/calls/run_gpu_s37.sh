@@ -5,7 +5,7 @@
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s37.sh
 # With the decode ring at shared-address phase 0 (thirty-sixth session, 5-11% faster on the H100), in one call:
 # 1. the kernel GPU tests;
-# 2. the plan's variant choice re-checked: variants 0 / 1 / 4 / 5 / 7 / 10 / 11 at their planned splits at the
+# 2. the plan's variant choice re-checked: variants 0 / 1 / 4 / 5 / 6 / 7 / 10 / 11 at their planned splits at the
 #    points where the plan switches (cuda_ops._default_variant dates from the misaligned ring);
 # 3. on an H200 (no phase-0 figures yet): issue 7's rows with every peer, then step_ablate of both models;
 #    on an H100 (rows and ablations measured in call s36b): equal-memory throughput of Qwen3-4B, then Qwen3-8B.
@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
 t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"
 timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer --no-triton --no-append \
-  --sweep --sweep-variants 0,1,4,5,7,10,11 --sweep-scales 1.0 \
+  --sweep --sweep-variants 0,1,4,5,6,7,10,11 --sweep-scales 1.0 \
   --sweep-points 131072x1,32768x1,16384x8,65536x8,32768x32,131072x32 > "$OUT/${T}_variants.log" 2>&1
 t "variant sweep rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_variants.log" | cut -c1-110
 if echo "$CARD" | grep -q H200; then
