@@ -20,3 +20,17 @@ eq_memory() {
     --out "$OUT/${T}_eq_$tag.json" > "$OUT/${T}_eq_$tag.log" 2>&1
   t "equal memory $tag rc=$?"; grep -E "equal|Error|error" "$OUT/${T}_eq_$tag.log" | cut -c1-240
 }
+# issue 7's rows with every peer in the same run at context $1 (batches $2), PDL and early reads on, into
+# $OUT/${T}_<tag>.{json,log} ($3: the tag, e.g. 128k)
+issue7_rows() {
+  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts "$1" \
+    --batches "$2" --out "$OUT/${T}_$3.json" > "$OUT/${T}_$3.log" 2>&1
+  t "$3 rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_$3.log" | cut -c1-330
+}
+# issue 8's step_ablate of model $1 at 128K batch 1 (BF16 with cuDNN SDPA), into $OUT/${T}_ablate_$1.{json,log}, within
+# the call's budget
+ablate_128k() {
+  timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model "$1" --context 131072 --bf16-backends CUDNN_ATTENTION \
+    --out "$OUT/${T}_ablate_$1.json" > "$OUT/${T}_ablate_$1.log" 2>&1
+  t "ablate $1 128K rc=$?"; tail -3 "$OUT/${T}_ablate_$1.log" | cut -c1-250
+}

@@ -7,6 +7,8 @@
 # 3. on an H200: issue 7's rows with every peer (128K batch 1 / 32, 32K batch 1 / 32 / 128), then step_ablate
 #    of Qwen3-8B at 128K; on an H100 (whose rows and ablations call s36b measured): issue 8's equal-memory
 #    throughput, Qwen3-8B then Qwen3-4B.
+# (After it ran, its rows / step_ablate commands moved into bench/gpu_env.sh's issue7_rows / ablate_128k: the same
+# commands and files.)
 set -u
 T="$(date +%Y-%m-%d)_s36e"
 source bench/gpu_env.sh
@@ -33,17 +35,9 @@ timeout 60 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" -
   | cut -c1-110 | tee "$OUT/${T}_splits.txt"
 t "split sweep done"
 if echo "$CARD" | grep -q H200; then
-  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 131072 \
-    --batches 1,32 --out "$OUT/${T}_128k.json" > "$OUT/${T}_128k.log" 2>&1
-  t "128K rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_128k.log" | cut -c1-330
-  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 32768 \
-    --batches 1,32,128 --out "$OUT/${T}_32k.json" > "$OUT/${T}_32k.log" 2>&1
-  t "32K rc=$?"; grep -E "^L=|rror" "$OUT/${T}_32k.log" | cut -c1-330
-  if [ $(left) -gt 150 ]; then
-    timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model qwen3-8b --context 131072 \
-      --bf16-backends CUDNN_ATTENTION --out "$OUT/${T}_ablate_qwen3-8b.json" > "$OUT/${T}_ablate_qwen3-8b.log" 2>&1
-    t "ablate qwen3-8b 128K rc=$?"; tail -3 "$OUT/${T}_ablate_qwen3-8b.log" | cut -c1-250
-  fi
+  issue7_rows 131072 1,32 128k
+  issue7_rows 32768 1,32,128 32k
+  [ $(left) -gt 150 ] && ablate_128k qwen3-8b
 else
   for m in qwen3-8b qwen3-4b; do
     [ $(left) -lt 130 ] && break

@@ -22,17 +22,11 @@ timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" 
   --sweep-points 131072x1,32768x1,16384x8,65536x8,32768x32,131072x32 > "$OUT/${T}_variants.log" 2>&1
 t "variant sweep rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_variants.log" | cut -c1-110
 if echo "$CARD" | grep -q H200; then
-  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 131072 \
-    --batches 1,32 --out "$OUT/${T}_128k.json" > "$OUT/${T}_128k.log" 2>&1
-  t "128K rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_128k.log" | cut -c1-330
-  timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts 32768 \
-    --batches 1,32,128 --out "$OUT/${T}_32k.json" > "$OUT/${T}_32k.log" 2>&1
-  t "32K rc=$?"; grep -E "^L=|rror" "$OUT/${T}_32k.log" | cut -c1-330
+  issue7_rows 131072 1,32 128k
+  issue7_rows 32768 1,32,128 32k
   for m in qwen3-8b qwen3-4b; do
     [ $(left) -lt 150 ] && break
-    timeout $(( $(left) - 5 )) python3 bench/step_ablate.py --model $m --context 131072 --bf16-backends CUDNN_ATTENTION \
-      --out "$OUT/${T}_ablate_$m.json" > "$OUT/${T}_ablate_$m.log" 2>&1
-    t "ablate $m 128K rc=$?"; tail -3 "$OUT/${T}_ablate_$m.log" | cut -c1-250
+    ablate_128k $m
   done
 else
   for m in qwen3-4b qwen3-8b; do
