@@ -1,10 +1,11 @@
 #!/bin/bash
-# Prepared in the thirty-sixth session for the next one (not yet run). Any card, one GPU, < 10 min, carry
-# [".whl", ".kcache"] (the library of the tree at the end of the thirty-sixth session is prebuilt in .kcache as
-# c8c6c7c5aa2a3f0a; any .cu change needs a rebuild first: docs/KERNELS.md, "Build"):
+# Prepared in the thirty-sixth session, run in the thirty-seventh. Any card, one GPU, < 10 min, carry
+# [".whl", ".kcache"] (the library of the tree with the poll merge's shared lambdas, the thirty-seventh session's
+# first commit, is prebuilt in .kcache as 08397414c61c8ff5; any .cu change needs a rebuild first: docs/KERNELS.md,
+# "Build"):
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s37.sh
 # With the decode ring at shared-address phase 0 (thirty-sixth session, 5-11% faster on the H100), in one call:
-# 1. the kernel GPU tests;
+# 1. the kernel GPU tests (they cover the poll merge's hoisted opart_at / addw: the s36 review's item);
 # 2. the plan's variant choice re-checked: variants 0 / 1 / 4 / 5 / 6 / 7 / 10 / 11 at their planned splits at the
 #    points where the plan switches (cuda_ops._default_variant dates from the misaligned ring);
 # 3. on an H200 (no phase-0 figures yet): issue 7's rows with every peer, then step_ablate of both models;

@@ -1158,6 +1158,20 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     dst[2] = M::from_float(acc.z);
     dst[3] = M::from_float(acc.w);
   };
+  // the partials of this (sequence, KV head): slot s's G x D outputs and G LSEs (either merge below)
+  constexpr int NT = NWARP * 32;
+  const float* obase = p.o_part + (int64_t)bh * NS * G * D;
+  const float* lbase = p.lse_part + (int64_t)bh * NS * G;
+  const int nitem = G * D / 4;
+  auto opart_at = [&](int s, int i4) {
+    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
+  };
+  auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
+    acc.x += wt * v.x;
+    acc.y += wt * v.y;
+    acc.z += wt * v.z;
+    acc.w += wt * v.w;
+  };
   if (p.merge_poll) {
     // ---- Poll merge (thirty-fifth session; opt-in, measured slower: CudaDecodeConfig.poll_merge; the fold is
     // replayed on the CPU in tests/kernels/test_merge_emulation.py). Planned only for one-wave grids of <= 64
@@ -1173,12 +1187,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     if (threadIdx.x == 0) asm volatile("st.release.gpu.global.s32 [%0], 1;\n" ::"l"(flags + slot) : "memory");
     TRACE(4);
     if (slot != 0) return;
-    constexpr int NT = NWARP * 32;
     constexpr int IPT = (8 * D / 4 + NT - 1) / NT;  // float4 outputs per thread (G <= 8)
     constexpr int KP = 8;                           // a thread's partial loads in flight per batch
-    const float* obase = p.o_part + (int64_t)bh * NS * G * D;
-    const float* lbase = p.lse_part + (int64_t)bh * NS * G;
-    const int nitem = G * D / 4;
     __shared__ unsigned char sm_list[64];  // the slots that arrived since the last round
     __shared__ int sm_nnew, sm_all;
     float mx[IPT], den[IPT];
@@ -1222,8 +1232,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
           for (int j = 0; j < KP; j++) {
             const bool ok = j0 + j < nn;
             const int s = ok ? sm_list[j0 + j] : 0;
-            v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + h) * D + (i4 * 4) % D))
-                      : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[j] = ok ? opart_at(s, i4) : make_float4(0.f, 0.f, 0.f, 0.f);
             ls[j] = ok ? __ldcg(lbase + s * G + h) : -INFINITY;
           }
           float m2 = mx[k];
@@ -1237,7 +1246,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
           for (int j = 0; j < KP; j++) {  // unused slots: lse -inf, e = 0, v = 0
             const float e = exp2f(ls[j] - m2);
             den[k] += e;
-            acc[k].x += e * v[j].x, acc[k].y += e * v[j].y, acc[k].z += e * v[j].z, acc[k].w += e * v[j].w;
+            addw(acc[k], e, v[j]);
           }
           mx[k] = m2;
         }
@@ -1276,21 +1285,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits) together with the
   // LSE loads, so both come back in one L2 round trip; the weights w[s][h] = 2^(lse - max) / sum are then
   // computed in shared memory (sm_o's first NS * G floats; the plan keeps NS * G <= NWARP * (8 D - 128)).
-  constexpr int NT = NWARP * 32;
   constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
-  const float* obase = p.o_part + (int64_t)bh * NS * G * D;
-  const float* lbase = p.lse_part + (int64_t)bh * NS * G;
-  const int nitem = G * D / 4;
   const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NSb);
   const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
   const bool active = grp < ngrp && item0 < nitem;
-  auto opart_at = [&](int s, int i4) {
-    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
-  };
   float4 o[KF];
   if (active) {
 #pragma unroll
@@ -1318,12 +1320,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   }
   __syncthreads();
   TRACE(6);
-  auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
-    acc.x += wt * v.x;
-    acc.y += wt * v.y;
-    acc.z += wt * v.z;
-    acc.w += wt * v.w;
-  };
   if (active) {
     for (int i4 = item0; i4 < nitem; i4 += per) {
       const int h = (i4 * 4) / D;
