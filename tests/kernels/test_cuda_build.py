@@ -54,7 +54,8 @@ def test_paired_variants_refuse_groups_above_4():
 
 
 def test_default_variant_rule_per_card():
-    """The plan's variant when none is named: 4 below 64 (sequence, KV head) pairs, its paired form from 64 where
+    """The plan's variant when none is named: 4 below 64 (sequence, KV head) pairs (7, its 8-deep ring, for long
+    sequences on the card measured to prefer it), its paired form from 64 where
     the group is <= 4 and the library has it, the 4-warp ring's paired form (10) from 256 pairs except on the card
     measured to prefer the 8-warp ring there (H100 80GB HBM3); unknown cards keep the H200 rule."""
     rule = cuda_ops._default_variant
@@ -67,3 +68,9 @@ def test_default_variant_rule_per_card():
     assert [rule(p, 4, h100, have_all) for p in (1, 64, 256, 4096)] == [4, 11, 11, 11]
     assert [rule(p, 8, h100, have_all) for p in (1, 256, 4096)] == [4, 4, 4]
     assert rule(256, 2, h100, have_none) == 4
+    # the 8-deep 8-warp ring (7) below 64 pairs from DEEP_RING_FROM_TILES on: that card, head_dim 128, library has it
+    deep = cuda_ops.DEEP_RING_FROM_TILES["H100 80GB HBM3"]
+    assert [rule(p, 4, h100, have_all, t) for p, t in ((8, deep), (8, deep - 1), (63, deep), (64, deep))] == [7, 4, 7, 11]
+    assert rule(8, 4, h100, have_all, deep, head_dim=64) == 4
+    assert rule(8, 4, h100, have_none, deep) == 4
+    assert rule(8, 4, h200, have_all, 10 ** 6) == 4

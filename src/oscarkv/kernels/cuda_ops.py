@@ -338,15 +338,26 @@ class CudaDecodeConfig:
 # that card the 8-warp ring stays (None). Other cards keep the H200's rule, the one measured first.
 FOUR_WARP_FROM_PAIRS = {"H100 80GB HBM3": None}
 FOUR_WARP_FROM_PAIRS_DEFAULT = 256
+# INT2 tiles (16 tokens) of the longest sequence from which a call of < 64 pairs runs the 8-warp ring 8 tiles deep
+# (variant 7) instead of 4 (variant 4), head_dim 128, by the device name's model. H100 80GB HBM3, thirty-seventh
+# session, with the ring at shared-address phase 0 (bench/results/2026-12-06_s37_variants.log): 128K batch 1 31.6 us
+# for 7 against 33.6 for 4 (6: 33.1, 5: 33.3); 32K batch 1 15.5 against 14.8. Other cards: not measured with the
+# phase-0 ring, so 4 stays (None).
+DEEP_RING_FROM_TILES = {"H100 80GB HBM3": 4096}
 
 
-def _default_variant(pairs: int, group: int, device_name: str, has_variant) -> int:
+def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
+                     head_dim: int = 128) -> int:
     """DecodePlan's variant when the config names none: variant 4 below 64 (sequence, KV head) pairs (H200: 128K b1
-    31.5 vs 32.3 us paired), its paired form 11 from 64 (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8), the paired form
-    of 0 (10) from the card's FOUR_WARP_FROM_PAIRS on; pairing where the group allows it (<= 4) and the library has
-    the variant (``has_variant``: a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)."""
+    31.5 vs 32.3 us paired), or its 8-deep ring 7 from the card's DEEP_RING_FROM_TILES on (``i2_tiles``: the longest
+    sequence's INT2 tiles; head_dim 128), its paired form 11 from 64 (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8),
+    the paired form of 0 (10) from the card's FOUR_WARP_FROM_PAIRS on; pairing where the group allows it (<= 4) and
+    the library has the variant (``has_variant``: a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)."""
     from_pairs = next((n for key, n in FOUR_WARP_FROM_PAIRS.items() if key in device_name),
                       FOUR_WARP_FROM_PAIRS_DEFAULT)
+    deep_from = next((n for key, n in DEEP_RING_FROM_TILES.items() if key in device_name), None)
+    if pairs < 64 and head_dim == 128 and deep_from is not None and i2_tiles >= deep_from and has_variant(7):
+        return 7
     v = 0 if from_pairs is not None and pairs >= from_pairs else 4
     paired = {single: pv for pv, single in PAIRED_VARIANTS.items()}[v]
     if pairs >= 64 and group <= 4 and has_variant(paired):
@@ -453,18 +464,18 @@ class DecodePlan:
         dev = torch.device(device)
         props = torch.cuda.get_device_properties(dev)
         bh = batch * num_kv_heads  # (sequence, KV head) pairs
+        max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
+        max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
+        hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         if v is None:
             v = _default_variant(bh, self.group, props.name,
-                                 lambda pv: L.oscar_int2_decode_warps(_DT[dtype], head_dim, pv) > 0)
+                                 lambda pv: L.oscar_int2_decode_warps(_DT[dtype], head_dim, pv) > 0, i2_tiles, head_dim)
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
         if per_sm <= 0 or warps <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         sms = props.multi_processor_count
-        max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
-        max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
-        hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
         max_ns = warps * (8 * head_dim - 128) // self.group
         if n_hp_splits is None:
