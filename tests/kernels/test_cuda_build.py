@@ -54,10 +54,10 @@ def test_paired_variants_refuse_groups_above_4():
 
 
 def test_default_variant_rule_per_card():
-    """The plan's variant when none is named: 4 below 64 (sequence, KV head) pairs (7, its 8-deep ring, for long
-    sequences on the card measured to prefer it), its paired form from 64 where
-    the group is <= 4 and the library has it, the 4-warp ring's paired form (10) from 256 pairs except on the card
-    measured to prefer the 8-warp ring there (H100 80GB HBM3); unknown cards keep the H200 rule."""
+    """The plan's variant when none is named: the first row of the card's VARIANT_RULES that the (sequence, KV head)
+    pairs and the longest sequence's INT2 tiles reach; a paired variant falls back to its single form where the group
+    is > 4 or the library lacks it; variant 7 only at head_dim 128 and where the library has it; unknown cards keep
+    the H200 rule."""
     rule = cuda_ops._default_variant
     have_all, have_none = (lambda v: True), (lambda v: False)
     h200, h100, other = "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
@@ -65,12 +65,13 @@ def test_default_variant_rule_per_card():
         assert [rule(p, 4, card, have_all) for p in (1, 63, 64, 255, 256, 4096)] == [4, 4, 11, 11, 10, 10]
         assert [rule(p, 8, card, have_all) for p in (1, 64, 255, 256)] == [4, 4, 4, 0]
         assert [rule(p, 4, card, have_none) for p in (64, 256)] == [4, 0]
-    assert [rule(p, 4, h100, have_all) for p in (1, 64, 256, 4096)] == [4, 11, 11, 11]
-    assert [rule(p, 8, h100, have_all) for p in (1, 256, 4096)] == [4, 4, 4]
+        assert rule(8, 4, card, have_all, 10 ** 6) == 4
+    # H100: 4 / 7 by length below 64 pairs, 4 from 64, 11 from 256, 7 from 400
+    deep = 5120
+    assert [rule(p, 4, h100, have_all) for p in (1, 63, 64, 255, 256, 399, 400, 4096)] == [4, 4, 4, 4, 11, 11, 7, 7]
+    assert [rule(8, 4, h100, have_all, t) for t in (deep - 1, deep)] == [4, 7]
+    assert [rule(p, 8, h100, have_all) for p in (1, 256, 4096)] == [4, 4, 7]
     assert rule(256, 2, h100, have_none) == 4
-    # the 8-deep 8-warp ring (7) below 64 pairs from DEEP_RING_FROM_TILES on: that card, head_dim 128, library has it
-    deep = cuda_ops.DEEP_RING_FROM_TILES["H100 80GB HBM3"]
-    assert [rule(p, 4, h100, have_all, t) for p, t in ((8, deep), (8, deep - 1), (63, deep), (64, deep))] == [7, 4, 7, 11]
     assert rule(8, 4, h100, have_all, deep, head_dim=64) == 4
+    assert rule(4096, 4, h100, have_all, head_dim=64) == 11
     assert rule(8, 4, h100, have_none, deep) == 4
-    assert rule(8, 4, h200, have_all, 10 ** 6) == 4

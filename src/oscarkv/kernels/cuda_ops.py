@@ -330,39 +330,40 @@ class CudaDecodeConfig:
     poll_merge: bool = False
 
 
-# (sequence, KV head) pairs from which the 4-warp ring (variant 0, paired 10) runs instead of the 8-warp one (4,
-# paired 11), by the device name's model: Qwen3-8B shape, group 4, head_dim 128 (BENCHMARKS.md). H200, eighteenth
-# session: 128K batch 32 (256 pairs) 775.5 us for 10 against 785.9 for 11 and 825.1 for 0. H100 80GB HBM3, thirtieth
-# session (four samples in two calls): 128K batch 32 910.3-911.1 for 11 against 923.6-924.8 for 10 (4 916.8-918.7,
-# 0 930.3-930.5), and at 32K batch 59 (472 pairs) 11 and 10 within 0.5% of each other (twenty-ninth session): on
-# that card the 8-warp ring stays (None). Other cards keep the H200's rule, the one measured first.
-FOUR_WARP_FROM_PAIRS = {"H100 80GB HBM3": None}
-FOUR_WARP_FROM_PAIRS_DEFAULT = 256
-# INT2 tiles (16 tokens) of the longest sequence from which a call of < 64 pairs runs the 8-warp ring 8 tiles deep
-# (variant 7) instead of 4 (variant 4), head_dim 128, by the device name's model. H100 80GB HBM3, thirty-seventh
-# session, with the ring at shared-address phase 0 (bench/results/2026-12-06_s37_variants.log): 128K batch 1 31.6 us
-# for 7 against 33.6 for 4 (6: 33.1, 5: 33.3); 32K batch 1 15.5 against 14.8. Other cards: not measured with the
-# phase-0 ring, so 4 stays (None).
-DEEP_RING_FROM_TILES = {"H100 80GB HBM3": 4096}
+# DecodePlan's variant when the config names none, by the device name's model: rows (min pairs, min INT2 tiles,
+# variant), the first row whose (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens) reach both
+# minima wins. A paired variant (10, 11) falls back to the single one it pairs where the group is > 4 or the library
+# lacks it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming 7 applies at head_dim 128 only
+# (the only head_dim measured with it) and where the library has it. Qwen3-8B shape, group 4, head_dim 128.
+# H200 (the default; eighteenth session): 4 below 64 pairs (128K b1 31.5 vs 32.3 us paired), 11 from 64 (128K b8
+# 192.8 vs 202.4, b16 394.9 vs 432.8), 10 from 256 (128K b32 775.5 against 785.9 for 11, 825.1 for 0). Not re-measured
+# since the thirty-sixth session put the ring at shared-address phase 0.
+# H100 80GB HBM3, thirty-seventh session, ring at phase 0, two rounds per point (bench/results/2026-12-06_s37_variants.log
+# and _s37b_variants.log): 8 pairs: 4 up to 64K (16K 11.7, 32K 14.9, 64K 21.4 us; 7 22.5) and 7 from 96K (96K 26.0
+# vs 26.7, 128K 31.9 vs 33.3); 64 pairs: 4 (64K b8 107.9 vs 117.8 for 11, 128K b8 209.6 vs 216.7, 32K b8 61.5 tied
+# with 11); 256 pairs: 11 at 128K b32 (827.4 against 835.3 for 0, 842.6 for 10; 0 / 10 win at 16K and 64K b32 by
+# 1-4%); 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). Not measured: 128K b4 (32
+# pairs) prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point.
+VARIANT_RULES = {
+    "H100 80GB HBM3": ((400, 0, 7), (256, 0, 11), (64, 0, 4), (0, 5120, 7), (0, 0, 4)),
+}
+VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
 
 
 def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
                      head_dim: int = 128) -> int:
-    """DecodePlan's variant when the config names none: variant 4 below 64 (sequence, KV head) pairs (H200: 128K b1
-    31.5 vs 32.3 us paired), or its 8-deep ring 7 from the card's DEEP_RING_FROM_TILES on (``i2_tiles``: the longest
-    sequence's INT2 tiles; head_dim 128), its paired form 11 from 64 (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8),
-    the paired form of 0 (10) from the card's FOUR_WARP_FROM_PAIRS on; pairing where the group allows it (<= 4) and
-    the library has the variant (``has_variant``: a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may not)."""
-    from_pairs = next((n for key, n in FOUR_WARP_FROM_PAIRS.items() if key in device_name),
-                      FOUR_WARP_FROM_PAIRS_DEFAULT)
-    deep_from = next((n for key, n in DEEP_RING_FROM_TILES.items() if key in device_name), None)
-    if pairs < 64 and head_dim == 128 and deep_from is not None and i2_tiles >= deep_from and has_variant(7):
-        return 7
-    v = 0 if from_pairs is not None and pairs >= from_pairs else 4
-    paired = {single: pv for pv, single in PAIRED_VARIANTS.items()}[v]
-    if pairs >= 64 and group <= 4 and has_variant(paired):
-        v = paired
-    return v
+    """DecodePlan's variant when the config names none: the first row of the card's VARIANT_RULES that ``pairs``
+    and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment says."""
+    rules = next((r for key, r in VARIANT_RULES.items() if key in device_name), VARIANT_RULES_DEFAULT)
+    for min_pairs, min_tiles, v in rules:
+        if pairs < min_pairs or i2_tiles < min_tiles:
+            continue
+        if v == 7 and (head_dim != 128 or not has_variant(7)):
+            continue
+        if v in PAIRED_VARIANTS and (group > 4 or not has_variant(v)):
+            v = PAIRED_VARIANTS[v]
+        return v
+    return 4
 
 
 def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int,
