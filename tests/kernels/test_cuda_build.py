@@ -66,12 +66,18 @@ def test_default_variant_rule_per_card():
         assert [rule(p, 8, card, have_all) for p in (1, 64, 255, 256)] == [4, 4, 4, 0]
         assert [rule(p, 4, card, have_none) for p in (64, 256)] == [4, 0]
         assert rule(8, 4, card, have_all, 10 ** 6) == 4
-    # H100: 4 / 7 by length below 64 pairs, 4 from 64, 11 from 256, 7 from 400
-    deep = 5120
-    assert [rule(p, 4, h100, have_all) for p in (1, 63, 64, 255, 256, 399, 400, 4096)] == [4, 4, 4, 4, 11, 11, 7, 7]
-    assert [rule(8, 4, h100, have_all, t) for t in (deep - 1, deep)] == [4, 7]
-    assert [rule(p, 8, h100, have_all) for p in (1, 256, 4096)] == [4, 4, 7]
-    assert rule(256, 2, h100, have_none) == 4
-    assert rule(8, 4, h100, have_all, deep, head_dim=64) == 4
-    assert rule(4096, 4, h100, have_all, head_dim=64) == 11
-    assert rule(8, 4, h100, have_none, deep) == 4
+    # H100, by (sequence, KV head) pairs and INT2 tiles: below 16 pairs 4, 7 from 5120 tiles; 16-63 pairs 4; from 64
+    # pairs 0, 4 from 1536 tiles; from 256 pairs 10, 0 from 3072 tiles, 11 from 6144; from 400 pairs 7
+    def h100_rule(p, t, group=4, have=have_all, head_dim=128):
+        return rule(p, group, h100, have, t, head_dim)
+
+    assert [h100_rule(8, t) for t in (0, 5119, 5120)] == [4, 4, 7]
+    assert [h100_rule(p, 10 ** 5) for p in (15, 16, 63)] == [7, 4, 4]
+    assert [h100_rule(64, t) for t in (0, 1535, 1536, 10 ** 5)] == [0, 0, 4, 4]
+    assert [h100_rule(255, t) for t in (1535, 1536)] == [0, 4]
+    assert [h100_rule(256, t) for t in (0, 3071, 3072, 6143, 6144)] == [10, 10, 0, 0, 11]
+    assert [h100_rule(p, t) for p in (399, 400, 4096) for t in (0, 10 ** 5)] == [10, 11, 7, 7, 7, 7]
+    assert [h100_rule(256, t, group=8) for t in (0, 6144)] == [0, 4]  # paired rows fall back to their single form
+    assert [h100_rule(256, t, have=have_none) for t in (0, 6144)] == [0, 4]
+    assert [h100_rule(p, 8192, head_dim=64) for p in (8, 400)] == [4, 11]  # 7 only at head_dim 128
+    assert [h100_rule(p, 8192, have=have_none) for p in (8, 400)] == [4, 4]  # 7 only where the library has it
