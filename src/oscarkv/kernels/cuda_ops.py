@@ -87,7 +87,7 @@ def build(verbose: bool = False) -> Path:
 
 _LUT = 64  # entries of DecodeParams::split_lut
 # paired-tile variants (CudaDecodeConfig.variant) -> the single-tile variant they pair (same warps and ring)
-PAIRED_VARIANTS = {10: 0, 11: 4}
+PAIRED_VARIANTS = {10: 0, 11: 4, 14: 7}
 
 
 class _DecodeParams(ctypes.Structure):
@@ -267,6 +267,9 @@ class CudaDecodeConfig:
                      the hot path at head_dim 128 instead of 165; two softmax streams per head merged per warp;
                      CPU emulation: tests/kernels/test_cuda_emulation.py). Measured: 7% faster at 128K batch 32
                      (770 vs 826 us), 2-3% slower at batch 1 (fewer warps' worth of independent work per SM).
+                     Thirty-seventh session (head_dim 128 only; not yet timed): 12 / 13 = 7 with rings 12 / 10
+                     deep (still two CTAs per SM), 14 = 7 with paired tiles, after 7 (8 deep) beat 4 (4 deep) at
+                     128K batch 1 (31.6-32.1 vs 33.3-33.7 us, H100) and at 472+ pairs once the ring was aligned.
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
