@@ -335,7 +335,7 @@ class CudaDecodeConfig:
 
 # DecodePlan's variant when the config names none, by the device name's model: rows (min pairs, min INT2 tiles,
 # variant), the first row whose (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens) reach both
-# minima wins. A paired variant (10, 11) falls back to the single one it pairs where the group is > 4 or the library
+# minima wins. A paired variant (10, 11, 14) falls back to the single one it pairs where the group is > 4 or the library
 # lacks it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming 7 applies at head_dim 128 only
 # (the only head_dim measured with it) and where the library has it. Qwen3-8B shape, group 4, head_dim 128.
 # H200 (the default; eighteenth session): 4 below 64 pairs (128K b1 31.5 vs 32.3 us paired), 11 from 64 (128K b8
@@ -345,11 +345,11 @@ class CudaDecodeConfig:
 # (bench/results/2026-12-06_s37_variants.log, _s37b_variants.log; the Qwen3-8B shape's INT2 tiles: 16K 1004, 32K 2028,
 # 64K 4076, 96K 6124, 128K 8172): 8 pairs: 4 up to 64K (16K 11.7, 32K 14.9, 64K 21.4 us; 7 22.5) and 7 from 96K
 # (96K 26.0 vs 26.7, 128K 31.9 vs 33.3); 16 and 32 pairs: 4 (128K b2 59.3-59.6 vs 7 59.7, b4 114.7-118.5 vs 7 123.0);
-# 64 pairs: 0 at 16K (38.8 vs 41.0 for 4, 41.1 for 11), 4 from 32K (32K b8
-# 61.5 tied with 11, 0 69.2; 64K b8 107.9 vs 117.8 for 11; 128K b8 209.6 vs 216.7); 256 pairs: 10 at 16K (125.6-125.9
-# vs 0 127.1, 11 130.9-131.2) and 32K (224.7, 0 224.1, 11 236.7), 0 at 64K (427.3 vs 438.4-438.5 for 10 / 11), 11 at
-# 128K (827.4 vs 835.3 for 0, 842.6 for 10); 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs
-# 868.1). Not taken: 128K b4 (32 pairs) prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point.
+# 64 pairs: 0 at 16K (38.8 vs 41.0 for 4, 41.1 for 11), 4 from 32K (32K b8 61.5 tied with 11, 0 69.2; 64K b8 107.9 vs
+# 117.8 for 11; 128K b8 209.6 vs 216.7); 256 pairs: 10 at 16K (125.6-125.9 vs 0 127.1, 11 130.9-131.2) and 32K (224.7,
+# 0 224.1, 11 236.7), 0 at 64K (427.3 vs 438.4-438.5 for 10 / 11), 11 at 128K (827.4 vs 835.3 for 0, 842.6 for 10);
+# 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). Not taken: 128K b4 (32 pairs)
+# prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point.
 VARIANT_RULES = {
     "H100 80GB HBM3": ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
                        (16, 0, 4), (0, 5120, 7), (0, 0, 4)),

@@ -1790,9 +1790,10 @@ int occupancy() {
 
 // Variants: how deep each warp's cp.async ring is (tiles in flight per warp): 0 = 4, 1 = 8, 2 = 6, 3 = 10
 // with 4 warps per CTA; 4 = 4 with 8 warps per CTA (half the splits, so half the merge, for the same
-// occupancy); 10 / 11 = 0 / 4 with paired tiles (PAIR: group <= 4 only, the host checks); head_dim 128 only (thirty-
-// seventh session, where the 8-deep 8-warp ring 7 was the fastest at 128K batch 1 and 472+ pairs): 12 / 13 = 7 with
-// rings 12 / 10 deep (two CTAs per SM still fit: 2 x 110.6 KB at 12), 14 = 7 with paired tiles. dtype: 0 = bf16, 1 = fp16.
+// occupancy); 10 / 11 = 0 / 4 with paired tiles (PAIR: group <= 4 only, the host checks). Head_dim 128 only, added
+// in the thirty-seventh session after the 8-deep 8-warp ring (7) was the fastest at 128K batch 1 and 472+ pairs:
+// 12 / 13 = 7 with rings 12 / 10 deep (two CTAs per SM still fit: 2 x 110.6 KB at 12), 14 = 7 with paired tiles.
+// dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T)                                               \
   if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0>ARGS;   \
   if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0>ARGS;   \
