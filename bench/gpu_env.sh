@@ -34,3 +34,17 @@ ablate_128k() {
     --out "$OUT/${T}_ablate_$1.json" > "$OUT/${T}_ablate_$1.log" 2>&1
   t "ablate $1 128K rc=$?"; tail -3 "$OUT/${T}_ablate_$1.log" | cut -c1-250
 }
+# the kernel GPU tests ($2: extra pytest arguments, e.g. "-k default_variant") within $1 seconds (default 150), into
+# $OUT/${T}_tests.log
+kernel_tests() {
+  timeout "${1:-150}" python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py ${2:-} \
+    > "$OUT/${T}_tests.log" 2>&1
+  t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests.log" | head -5
+}
+# our kernel's variants $2 (e.g. 0,4,7) at the plan's split counts at points $1 (LxB,...), into $OUT/${T}_$3.log,
+# leaving $4 seconds (default 60) of the call's budget
+variant_sweep() {
+  timeout $(( $(left) - ${4:-60} )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
+    --no-triton --no-append --sweep --sweep-variants "$2" --sweep-scales 1.0 --sweep-points "$1" > "$OUT/${T}_$3.log" 2>&1
+  t "sweep $3 rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_$3.log" | cut -c1-110
+}

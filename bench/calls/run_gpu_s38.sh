@@ -16,18 +16,12 @@ source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s38
 CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-timeout 170 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py > "$OUT/${T}_tests.log" 2>&1
-t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests.log" | head -5
-sweep() {  # $1 points, $2 variants, $3 tag
-  timeout $(( $(left) - ${4:-60} )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
-    --no-triton --no-append --sweep --sweep-variants "$2" --sweep-scales 1.0 --sweep-points "$1" > "$OUT/${T}_$3.log" 2>&1
-  t "sweep $3 rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_$3.log" | cut -c1-110
-}
-sweep 131072x1,98304x1,131072x1,98304x1 4,7,13,12 deep_b1
-sweep 32768x59,131072x32,32768x128,32768x59,131072x32,32768x128 7,11,12,14 deep_large
+kernel_tests 170
+variant_sweep 131072x1,98304x1,131072x1,98304x1 4,7,13,12 deep_b1
+variant_sweep 32768x59,131072x32,32768x128,32768x59,131072x32,32768x128 7,11,12,14 deep_large
 if echo "$CARD" | grep -q H200; then
   P=16384x1,32768x1,65536x1,98304x1,131072x1,131072x2,131072x4,32768x8,65536x8,131072x8,16384x32,65536x32,32768x59,32768x128
-  sweep "$P,$P" 0,4,7,10,11 rule 130
+  variant_sweep "$P,$P" 0,4,7,10,11 rule 130
   issue7_rows 131072 1,32 128k
   [ $(left) -ge 40 ] && issue7_rows 32768 1 32k
 else
