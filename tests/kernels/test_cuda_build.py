@@ -61,8 +61,8 @@ def test_paired_variants_refuse_groups_above_4():
 def test_default_variant_rule_per_card():
     """The plan's variant when none is named: the first row of the card's VARIANT_RULES that the (sequence, KV head)
     pairs and the longest sequence's INT2 tiles reach; a paired variant falls back to its single form where the group
-    is > 4 or the library lacks it; variant 7 only at head_dim 128 and where the library has it; unknown cards keep
-    the H200 rule."""
+    is > 4 or the library lacks it, a row naming another variant the library lacks is skipped; the rows are per card
+    and head_dim; unknown cards and head_dims keep the H200 rule."""
     rule = cuda_ops._default_variant
     have_all, have_none = (lambda v: True), (lambda v: False)
     h200, h100, other = "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
@@ -84,8 +84,11 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(p, t) for p in (399, 400, 4096) for t in (0, 10 ** 5)] == [10, 11, 7, 7, 7, 7]
     assert [h100_rule(256, t, group=8) for t in (0, 6144)] == [0, 4]  # paired rows fall back to their single form
     assert [h100_rule(256, t, have=have_none) for t in (0, 6144)] == [0, 4]
-    assert [h100_rule(p, 8192, head_dim=64) for p in (8, 400)] == [4, 11]  # 7 only at head_dim 128
     assert [h100_rule(p, 8192, have=have_none) for p in (8, 400)] == [4, 4]  # 7 only where the library has it
+    # H100 at head_dim 64: 11 everywhere (4 where the group is > 4); other head_dims take the default rule
+    assert [h100_rule(p, t, head_dim=64) for p in (1, 8, 64, 256, 4096) for t in (0, 8192)] == [11] * 10
+    assert [h100_rule(p, 8192, group=8, head_dim=64) for p in (8, 400)] == [4, 4]
+    assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
 
 
 def test_split_skew_tables():

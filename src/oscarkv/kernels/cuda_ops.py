@@ -268,9 +268,11 @@ class CudaDecodeConfig:
                      the hot path at head_dim 128 instead of 165; two softmax streams per head merged per warp;
                      CPU emulation: tests/kernels/test_cuda_emulation.py). Measured: 7% faster at 128K batch 32
                      (770 vs 826 us), 2-3% slower at batch 1 (fewer warps' worth of independent work per SM).
-                     Thirty-seventh session (head_dim 128 only; not yet timed): 12 / 13 = 7 with rings 12 / 10
-                     deep (still two CTAs per SM), 14 = 7 with paired tiles, after 7 (8 deep) beat 4 (4 deep) at
-                     128K batch 1 (31.6-32.1 vs 33.3-33.7 us, H100) and at 472+ pairs once the ring was aligned.
+                     Thirty-seventh session (head_dim 128 only): 12 / 13 = 7 with rings 12 / 10 deep (still two
+                     CTAs per SM), 14 = 7 with paired tiles, after 7 (8 deep) beat 4 (4 deep) at 128K batch 1
+                     (31.6-32.1 vs 33.3-33.7 us, H100) and at 472+ pairs once the ring was aligned. Thirty-eighth
+                     (H100): no faster anywhere measured (128K b1 13 ties 7, 12 +1.2 us; 96K both slower; 14 ties 7
+                     and 11 at 256+ pairs): opt-in.
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
@@ -330,7 +332,7 @@ class CudaDecodeConfig:
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     """
 
-    variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, group and card)
+    variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, tiles, group, card and head_dim)
     cta_overhead: float = 30.0
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
@@ -345,15 +347,16 @@ class CudaDecodeConfig:
     split_skew_shape: str = "wave"
 
 
-# DecodePlan's variant when the config names none, by the device name's model: rows (min pairs, min INT2 tiles,
-# variant), the first row whose (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens) reach both
-# minima wins. A paired variant (10, 11, 14) falls back to the single one it pairs where the group is > 4 or the library
-# lacks it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming 7 applies at head_dim 128 only
-# (the only head_dim measured with it) and where the library has it. Qwen3-8B shape, group 4, head_dim 128.
-# H200 (the default; eighteenth session): 4 below 64 pairs (128K b1 31.5 vs 32.3 us paired), 11 from 64 (128K b8
-# 192.8 vs 202.4, b16 394.9 vs 432.8), 10 from 256 (128K b32 775.5 against 785.9 for 11, 825.1 for 0). Not re-measured
-# since the thirty-sixth session put the ring at shared-address phase 0.
-# H100 80GB HBM3, thirty-seventh session, ring at phase 0, one or two rounds per point
+# DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
+# for the head_dim takes VARIANT_RULES_DEFAULT): rows (min pairs, min INT2 tiles, variant), the first row whose
+# (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens) reach both minima wins. A paired variant (10,
+# 11, 14) falls back to the single one it pairs where the group is > 4 or the library lacks it (a kernel source of
+# OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming another variant the library lacks is skipped. Measured at the
+# Qwen3-8B shape (32 query heads, 8 KV heads, group 4).
+# H200 (the default; eighteenth session, head_dim 128): 4 below 64 pairs (128K b1 31.5 vs 32.3 us paired), 11 from 64
+# (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8), 10 from 256 (128K b32 775.5 against 785.9 for 11, 825.1 for 0). Not
+# re-measured since the thirty-sixth session put the ring at shared-address phase 0.
+# H100 80GB HBM3, head_dim 128, thirty-seventh session, ring at phase 0, one or two rounds per point
 # (bench/results/2026-12-06_s37_variants.log, _s37b_variants.log; the Qwen3-8B shape's INT2 tiles: 16K 1004, 32K 2028,
 # 64K 4076, 96K 6124, 128K 8172): 8 pairs: 4 up to 64K (16K 11.7, 32K 14.9, 64K 21.4 us; 7 22.5) and 7 from 96K
 # (96K 26.0 vs 26.7, 128K 31.9 vs 33.3); 16 and 32 pairs: 4 (128K b2 59.3-59.6 vs 7 59.7, b4 114.7-118.5 vs 7 123.0);
@@ -361,26 +364,34 @@ class CudaDecodeConfig:
 # 117.8 for 11; 128K b8 209.6 vs 216.7); 256 pairs: 10 at 16K (125.6-125.9 vs 0 127.1, 11 130.9-131.2) and 32K (224.7,
 # 0 224.1, 11 236.7), 0 at 64K (427.3 vs 438.4-438.5 for 10 / 11), 11 at 128K (827.4 vs 835.3 for 0, 842.6 for 10);
 # 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). Not taken: 128K b4 (32 pairs)
-# prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point.
+# prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point. Thirty-eighth session: the deeper rings 12 / 13 and paired
+# 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log).
+# H100 80GB HBM3, head_dim 64, thirty-eighth session, two rounds (bench/results/2026-12-06_s38g_d64_sweep.log,
+# _s38h_d64_sweep.log; us, 11 against the best other of 0 / 4 / 5 / 7 / 10): 11 everywhere measured: 8 pairs 16K 8.3 vs
+# 9.1, 32K 10.9 vs 11.5, 64K 15.2 vs 15.2 (5; 4 16.7), 96K 17.6 vs 17.8, 128K 21.6-21.7 vs 21.8-22.2; 64 pairs 32K 38.4
+# vs 41.9, 128K 126.4-126.8 vs 133.6; 256 pairs 128K 485.6-486.1 vs 500.4. Not measured at head_dim 64: 400+ pairs.
 VARIANT_RULES = {
-    "H100 80GB HBM3": ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
-                       (16, 0, 4), (0, 5120, 7), (0, 0, 4)),
+    ("H100 80GB HBM3", 128): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
+                              (16, 0, 4), (0, 5120, 7), (0, 0, 4)),
+    ("H100 80GB HBM3", 64): ((0, 0, 11),),
 }
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
 
 
 def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
                      head_dim: int = 128) -> int:
-    """DecodePlan's variant when the config names none: the first row of the card's VARIANT_RULES that ``pairs``
-    and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment says."""
-    rules = next((r for key, r in VARIANT_RULES.items() if key in device_name), VARIANT_RULES_DEFAULT)
+    """DecodePlan's variant when the config names none: the first row of the (card, head_dim)'s VARIANT_RULES that
+    ``pairs`` and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment says."""
+    rules = next((r for (card, d), r in VARIANT_RULES.items() if card in device_name and d == head_dim),
+                 VARIANT_RULES_DEFAULT)
     for min_pairs, min_tiles, v in rules:
         if pairs < min_pairs or i2_tiles < min_tiles:
             continue
-        if v == 7 and (head_dim != 128 or not has_variant(7)):
+        if v in PAIRED_VARIANTS:
+            if group > 4 or not has_variant(v):
+                v = PAIRED_VARIANTS[v]
+        elif not has_variant(v):
             continue
-        if v in PAIRED_VARIANTS and (group > 4 or not has_variant(v)):
-            v = PAIRED_VARIANTS[v]
         return v
     return 4
 
