@@ -59,32 +59,19 @@ POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 
 
-SKEW = {}  # CudaDecodeConfig.split_skew / split_skew_shape of our kernel (--split-skew)
-SKEW_SHAPES = {"w": "wave", "l": "linear"}
-
-
-def skew_spec(x: str) -> dict:
-    """"w0.1" / "l0.05" (CudaDecodeConfig.split_skew_shape's initial and split_skew) -> the config's keywords."""
-    try:
-        return dict(split_skew_shape=SKEW_SHAPES[x[0]], split_skew=float(x[1:]))
-    except (KeyError, IndexError, ValueError):
-        raise ValueError(f"split skew {x!r}: expected w<skew> (wave) or l<skew> (linear), e.g. w0.1") from None
-
-
 def variant_spec(x):
-    """A kernel variant of a --*-variants list: "4", or "4:w0.1" (with a split skew, skew_spec) -> (number,
-    config keywords)."""
-    v, _, skew = str(x).strip().partition(":")
-    if not v.isdigit():
-        raise ValueError(f"variant {x!r}: expected a variant number, optionally :w<skew> or :l<skew>")
-    return int(v), skew_spec(skew) if skew else {}
+    """A kernel variant of a --*-variants list ("4"): its number."""
+    x = str(x).strip()
+    if x.isdigit():
+        return int(x)
+    raise ValueError(f"variant {x!r}: expected a variant number")
 
 
 def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
-    v, skew = (None, {}) if var is None else variant_spec(var)
+    v = None if var is None else variant_spec(var)
     return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            poll_merge=POLL_MERGE, **{**SKEW, **skew, **kw})
+                            poll_merge=POLL_MERGE, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -541,7 +528,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, SKEW
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -555,9 +542,6 @@ def main():
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
-    ap.add_argument("--split-skew", type=skew_spec, default={},
-                    help="our kernel's CudaDecodeConfig.split_skew: w<skew> (wave) or l<skew> (linear), e.g. w0.1; "
-                         "a --sweep-variants entry may carry its own (7:w0.1)")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -609,7 +593,6 @@ def main():
     SEQUENTIAL = a.sequential
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
-    SKEW = a.split_skew
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

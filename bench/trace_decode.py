@@ -156,8 +156,7 @@ def trace_point(B: int, L: int, dev, modes) -> dict:
     lc = dc.LayerCalls(B, L, dev)
     plan = lc.plans[0]
     nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plan.variant)
-    res = dict(L=L, B=B, bytes=lc.nbytes, splits=f"{plan.n_hp}+{plan.n_int2}", variant=plan.variant,
-               split_pref=plan.split_pref)  # unequal INT2 ranges (--split-skew; sm_balance assumes equal ones)
+    res = dict(L=L, B=B, bytes=lc.nbytes, splits=f"{plan.n_hp}+{plan.n_int2}", variant=plan.variant)
     for mode in modes:
         # chain: the sequence ends with a GEMV, so the last decode traced is the one of the last layer
         fns = lc.seq(lc.apps, lc.dec, lc.gemv) if mode == "chain" else lc.dec
@@ -199,8 +198,6 @@ def main() -> None:
     ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
     ap.add_argument("--out", default="trace_decode.json")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True (bench_decode's)")
-    ap.add_argument("--split-skew", type=bd.skew_spec, default={},
-                    help="CudaDecodeConfig.split_skew as bench_decode's --split-skew (w<skew> or l<skew>)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
@@ -210,7 +207,6 @@ def main() -> None:
         raise SystemExit("trace_decode.py needs a CUDA GPU (it reads the trace build's records of a real call)")
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
     bd.POLL_MERGE = a.poll_merge
-    bd.SKEW = a.split_skew
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):

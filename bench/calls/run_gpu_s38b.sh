@@ -2,6 +2,7 @@
 # Thirty-eighth session, call b. Any card, one GPU, < 10 min, carry [".whl", ".kcache"] (.kcache: the library and its
 # trace build of this tree, prebuilt on the CPU machine):
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s38b.sh
+# (Ran at 13ab3fc; split_skew was measured slower and removed afterwards: bench/results/2026-12-06_s38_split_skew.patch.)
 # Unequal INT2 split ranges (CudaDecodeConfig.split_skew; the traces end the second dispatch round's splits 2-4.5 us
 # after the first's at 128K batch 1):
 # 1. the kernel GPU tests (new: test_cuda_decode_split_skew);

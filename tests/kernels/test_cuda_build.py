@@ -90,34 +90,3 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(p, 8192, group=8, head_dim=64) for p in (8, 400)] == [4, 4]
     assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
 
-
-def test_split_skew_tables():
-    """CudaDecodeConfig.split_skew -> DecodeParams::split_pref: the kernel's ranges [ntile pref[j] >> 16, ntile
-    pref[j + 1] >> 16) partition every length's tiles; weights follow the shape (the "wave" one by the SMs' first
-    dispatch round of a split-major one-wave grid, else equal ranges); bad values are refused in one line."""
-    cfg = cuda_ops.CudaDecodeConfig
-    for shape in ("wave", "linear"):
-        w = cuda_ops._split_weights(cfg(split_skew=0.2, split_skew_shape=shape), 2, 31, 8, 132, True, True)
-        pref = cuda_ops._split_prefix(w)
-        assert len(pref) == 32 and pref[0] == 0 and pref[-1] == 1 << 16
-        assert all(a <= b for a, b in zip(pref, pref[1:]))
-        for ntile in (1, 7, 31, 500, 8172, 100003):
-            ranges = [(ntile * pref[j] >> 16, ntile * pref[j + 1] >> 16) for j in range(31)]
-            assert ranges[0][0] == 0 and ranges[-1][1] == ntile
-            assert all(r[1] == s[0] for r, s in zip(ranges, ranges[1:]))
-        sizes = [b - a for a, b in ((8172 * pref[j] >> 16, 8172 * pref[j + 1] >> 16) for j in range(31))]
-        if shape == "linear":  # 1.2 down to 0.8 of the mean
-            assert sizes[0] > sizes[15] > sizes[-1] and abs(sizes[0] / sizes[-1] - 1.5) < 0.02
-        else:  # Qwen3-8B at 128K batch 1: splits 0-13 all in the first round (linear index (2 + j) 8 + pair < 132)
-            assert w[:14] == [1.2] * 14 and w[14] == 1.0 and w[15:] == [0.8] * 16
-            assert abs(sizes[0] / sizes[-1] - 1.5) < 0.02
-    # equal ranges: no skew, one split, a grid without a second round or beyond one wave, sequence-major dispatch
-    assert cuda_ops._split_weights(cfg(), 2, 31, 8, 132, True, True) is None
-    assert cuda_ops._split_weights(cfg(split_skew=0.2), 2, 1, 8, 132, True, True) is None
-    assert cuda_ops._split_weights(cfg(split_skew=0.2), 2, 14, 8, 132, True, True) is None  # 128 CTAs <= 132 SMs
-    assert cuda_ops._split_weights(cfg(split_skew=0.2), 2, 31, 8, 132, True, False) is None
-    assert cuda_ops._split_weights(cfg(split_skew=0.2), 2, 31, 8, 132, False, True) is None
-    for bad, match in ((dict(split_skew=1.0), "split_skew=1.0"), (dict(split_skew=-0.1), "split_skew=-0.1"),
-                       (dict(split_skew=0.1, split_skew_shape="step"), "split_skew_shape='step'")):
-        with pytest.raises(ValueError, match=match):
-            cuda_ops._split_weights(cfg(**bad), 2, 31, 8, 132, True, True)

@@ -531,24 +531,3 @@ def test_default_variant_pairs_only_groups_up_to_4():
         large = DecodePlan(batch_kv, 16, 1, 128, meta, "cuda", torch.bfloat16).variant
         assert large not in cuda_ops.PAIRED_VARIANTS
         assert cuda_ops.PAIRED_VARIANTS.get(small, small) == large
-
-
-@pytest.mark.parametrize("variant,d", [(0, 64), (4, 128), (7, 128), (11, 128), (4, 64)])
-@pytest.mark.parametrize("shape", ["wave", "linear"])
-def test_cuda_decode_split_skew(variant, d, shape):
-    """CudaDecodeConfig.split_skew: unequal INT2 split ranges (DecodeParams::split_pref) equal the reference, with
-    every sequence on the table (explicit split counts: a one-wave split-major grid of more CTAs than SMs, so that
-    "wave" applies too) and with the plan's own (adaptive) counts, where only the sequences that run the plan's full
-    INT2 split count take the table."""
-    if not _built(variant, d):
-        pytest.skip(f"variant {variant} is not built for head_dim {d}")
-    cfg = CudaDecodeConfig(variant=variant, split_skew=0.5, split_skew_shape=shape)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    per_sm = cuda_ops.lib().oscar_int2_decode_occupancy(cuda_ops._DT[torch.bfloat16], d, variant)
-    n_int2 = max(2, min(60, per_sm * sms // 6 - 4))  # 3 sequences x 2 KV heads: one wave with up to 4 hp splits
-    _, plan = _decode_case([20011, 3000, 77], d, 4, hkv=2, seed=700 + variant + d, config=cfg, n_hp_splits=2,
-                           n_int2_splits=n_int2)
-    assert plan.split_pref is not None and len(plan.split_pref) == n_int2 + 1
-    if shape == "wave":  # the first round's splits take more tiles
-        assert plan.split_pref[1] > (1 << 16) // n_int2 > plan.split_pref[-1] - plan.split_pref[-2]
-    _decode_case([131072, 9000, 500], d, 4, hkv=2, seed=710 + variant + d, config=cfg)

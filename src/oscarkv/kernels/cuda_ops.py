@@ -104,7 +104,6 @@ class _DecodeParams(ctypes.Structure):
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
         ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_poll", ctypes.c_int),
-        ("pref_n", ctypes.c_int), ("split_pref", ctypes.c_uint32 * (_LUT + 1)),
     ]
 
 
@@ -317,15 +316,6 @@ class CudaDecodeConfig:
                      arrival, so repeated calls agree up to rounding, not bit for bit. Opt-in: H200, thirty-fifth
                      session, slower than the last-CTA merge (128K batch 1 29.3-29.7 vs 29.2-29.3 us, 32K 14.1-14.3
                      vs 13.6): after the last arrival the merger still pays its poll and its fold's round trips.
-    split_skew:      unequal INT2 split ranges (0 = equal, the default until measured faster; < 1): split j takes a
-                     share of a sequence's INT2 tiles proportional to w_j, with split_skew_shape "wave": w_j = 1 +
-                     split_skew (2 f_j - 1), f_j the share of split j's CTAs that the split-major order dispatches
-                     in the SMs' first round (one-wave grids of more CTAs than SMs only; else equal ranges), or
-                     "linear": w_j = 1 + split_skew (1 - 2 j / (n - 1)). Why: the per-CTA traces of 128K batch 1
-                     (thirty-third / thirty-fifth sessions, ``bench/trace_decode.py``) end the splits of the second
-                     dispatch round 2-4.5 us after the first round's with equal tiles (H200: medians 35.9 vs 40.4 us
-                     back to back); weights by split that follow the traces' rates would have ended the call ~1 us
-                     sooner (``_split_prefix``). Applies to sequences that run the plan's full INT2 split count.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -343,8 +333,6 @@ class CudaDecodeConfig:
     adaptive_splits: bool | None = True
     cta_order: str | None = None
     poll_merge: bool = False
-    split_skew: float = 0.0
-    split_skew_shape: str = "wave"
 
 
 # DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
@@ -473,36 +461,6 @@ def _split_major(order: str | None, ctas: int, slots: int) -> bool:
     return ctas <= 3 * slots
 
 
-def _split_weights(config: CudaDecodeConfig, n_hp: int, n_int2: int, bh: int, sms: int, split_major: bool,
-                   one_wave: bool) -> list[float] | None:
-    """CudaDecodeConfig.split_skew -> the INT2 splits' weights (None: equal ranges). "wave" weighs split j by the
-    share f_j of its bh CTAs (linear index (n_hp + j) bh + pair, split-major) below the SM count: the CTAs that the
-    SMs' first dispatch round takes."""
-    a, shape = float(config.split_skew), config.split_skew_shape
-    if shape not in ("wave", "linear"):
-        raise ValueError(f"CudaDecodeConfig.split_skew_shape={shape!r}: use 'wave' or 'linear'")
-    if not 0.0 <= a < 1.0:
-        raise ValueError(f"CudaDecodeConfig.split_skew={a}: use a value in [0, 1) (0 = equal split ranges)")
-    if a == 0.0 or not 2 <= n_int2 <= _LUT:
-        return None
-    if shape == "linear":
-        return [1.0 + a * (1.0 - 2.0 * j / (n_int2 - 1)) for j in range(n_int2)]
-    if not (split_major and one_wave and bh * (n_hp + n_int2) > sms):
-        return None
-    f = [sum((n_hp + j) * bh + pr < sms for pr in range(bh)) / bh for j in range(n_int2)]
-    return [1.0 + a * (2.0 * fj - 1.0) for fj in f]
-
-
-def _split_prefix(weights: list[float]) -> list[int]:
-    """DecodeParams::split_pref of positive weights: split j's tiles are [ntile pref[j] >> 16, ntile pref[j + 1] >> 16)
-    (pref[0] = 0, pref[n] = 2^16)."""
-    total, acc, pref = sum(weights), 0.0, [0]
-    for w in weights[:-1]:
-        acc += w
-        pref.append(min(1 << 16, round((1 << 16) * acc / total)))
-    return pref + [1 << 16]
-
-
 class DecodePlan:
     """Split counts and workspace of one decode step (shared by all layers with the same shapes).
 
@@ -581,11 +539,6 @@ class DecodePlan:
         self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= per_sm * sms)
         # the arrival counters, then (poll merge) one flag per partial slot
         self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
-        # unequal INT2 split ranges (CudaDecodeConfig.split_skew)
-        w = None if cx > 0 else _split_weights(self.config, n_hp_splits, n_int2_splits, bh, sms,
-                                                bool(self.split_major), bh * ns <= per_sm * sms)
-        self.split_pref = _split_prefix(w) if w else None
-        self._pref_c = (ctypes.c_uint32 * (_LUT + 1))(*(self.split_pref or []))
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
             out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
@@ -619,7 +572,6 @@ class DecodePlan:
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
             self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll,
-            len(self.split_pref) - 1 if self.split_pref else 0, self._pref_c,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

@@ -87,11 +87,6 @@ struct DecodeParams {
   uint16_t hp_lut[kSplitLut];
   int split_major;  // 1: the linear CTA index is read split-major (below)
   int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
-  // Unequal INT2 split ranges (CudaDecodeConfig.split_skew): a sequence that runs exactly pref_n INT2 splits gives
-  // split j the tiles [ntile pref[j] / 2^16, ntile pref[j + 1] / 2^16) (pref[0] = 0, pref[pref_n] = 2^16,
-  // non-decreasing); any other split count (and pref_n = 0) takes equal ranges of ceil(ntile / n) tiles.
-  int pref_n;
-  uint32_t split_pref[kSplitLut + 1];
 };
 
 struct AppendParams {
@@ -688,18 +683,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const int sp_ = split - p.n_hp;
     const int len = len2;
     const int ntile = ntile2;
+    const int per = (ntile + n_i2 - 1) / n_i2;
     const int32_t* table = p.int2_table + b * p.int2_table_s;
-    // this warp's tiles: split sp_ takes tiles [t0, t1) (equal ranges, or DecodeParams::split_pref's), its warps
-    // every NWARP-th from first (interleaving the splits' tiles instead was measured to gain nothing, tenth session)
-    int t0, t1;
-    if (p.pref_n == n_i2) {
-      t0 = (int)(((int64_t)ntile * p.split_pref[sp_]) >> 16);
-      t1 = (int)(((int64_t)ntile * p.split_pref[sp_ + 1]) >> 16);
-    } else {
-      const int per = (ntile + n_i2 - 1) / n_i2;
-      t0 = sp_ * per;
-      t1 = min(t0 + per, ntile);
-    }
+    // this warp's tiles: split sp_ takes tiles [t0, t1), its warps every NWARP-th from first (interleaving the
+    // splits' tiles instead was measured to gain nothing, tenth session)
+    const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
     const int first = t0 + warp;
     constexpr int step = NWARP;
     const int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp
