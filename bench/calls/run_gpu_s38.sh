@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepared in the thirty-seventh session; ran in the thirty-eighth (H100 branch; BENCHMARKS.md). Any card, one GPU,
-# < 10 min, carry [".whl", ".kcache"] (the library of the tree with variants 12-14 is prebuilt in .kcache as dc51239354b056e9; any .cu
-# change needs a rebuild first: docs/KERNELS.md, "Build"):
+# < 10 min, carry [".whl", ".kcache"] (the library of the tree with variants 12-14 is prebuilt in .kcache as
+# dc51239354b056e9; any .cu change needs a rebuild first: docs/KERNELS.md, "Build"):
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s38.sh
 # 1. the kernel GPU tests (new: variants 12 / 13 = 7 with 12- / 10-deep rings, 14 = 7 paired; head_dim 128;
 #    and the plan's per-card VARIANT_RULES, written after the thirty-seventh session's last call);
