@@ -85,8 +85,10 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(256, t, group=8) for t in (0, 6144)] == [0, 4]  # paired rows fall back to their single form
     assert [h100_rule(256, t, have=have_none) for t in (0, 6144)] == [0, 4]
     assert [h100_rule(p, 8192, have=have_none) for p in (8, 400)] == [4, 4]  # 7 only where the library has it
-    # H100 at head_dim 64: 11 everywhere (4 where the group is > 4); other head_dims take the default rule
-    assert [h100_rule(p, t, head_dim=64) for p in (1, 8, 64, 256, 4096) for t in (0, 8192)] == [11] * 10
-    assert [h100_rule(p, 8192, group=8, head_dim=64) for p in (8, 400)] == [4, 4]
+    # H100 at head_dim 64: 11 (4 where the group is > 4), from 256 pairs 10 (0) below 6144 tiles; other head_dims take
+    # the default rule
+    assert [h100_rule(p, t, head_dim=64) for p in (1, 8, 64, 255) for t in (0, 8192)] == [11] * 8
+    assert [h100_rule(p, t, head_dim=64) for p in (256, 4096) for t in (0, 6143, 6144)] == [10, 10, 11] * 2
+    assert [h100_rule(p, t, group=8, head_dim=64) for p, t in ((8, 8192), (256, 0), (256, 8192))] == [4, 0, 4]
     assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
 

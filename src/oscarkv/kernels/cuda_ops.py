@@ -355,13 +355,16 @@ class CudaDecodeConfig:
 # prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point. Thirty-eighth session: the deeper rings 12 / 13 and paired
 # 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log).
 # H100 80GB HBM3, head_dim 64, thirty-eighth session, two rounds (bench/results/2026-12-06_s38g_d64_sweep.log,
-# _s38h_d64_sweep.log; us, 11 against the best other of 0 / 4 / 5 / 7 / 10): 11 everywhere measured: 8 pairs 16K 8.3 vs
-# 9.1, 32K 10.9 vs 11.5, 64K 15.2 vs 15.2 (5; 4 16.7), 96K 17.6 vs 17.8, 128K 21.6-21.7 vs 21.8-22.2; 64 pairs 32K 38.4
-# vs 41.9, 128K 126.4-126.8 vs 133.6; 256 pairs 128K 485.6-486.1 vs 500.4. Not measured at head_dim 64: 400+ pairs.
+# _s38h_d64_sweep.log, _s38j_d64_sweep.log; us, the winner against the best other of 0 / 4 / 5 / 7 / 10 / 11): 8 pairs:
+# 11 (16K 8.3 vs 9.1, 32K 10.9 vs 11.5, 64K 15.2 vs 15.2 for 5 and 16.7 for 4, 96K 17.6 vs 17.8, 128K 21.6-21.7 vs
+# 21.8-22.2); 64 pairs: 11 (32K 38.4 vs 41.9, 128K 126.4-126.8 vs 133.6); 256 pairs: 10 at 16K (77.0-77.2 vs 79.4-79.9
+# for 11), 32K (130.9-131.2 vs 137.1-137.8 for 0, 139.1-139.3 for 11) and 64K (252.8 vs 254.5-254.9), 11 at 128K
+# (485.6-486.1 vs 500.4); the 10 / 11 boundary between 64K and 128K taken from the head_dim-128 row (96K not measured).
+# Not measured at head_dim 64: 400+ pairs.
 VARIANT_RULES = {
     ("H100 80GB HBM3", 128): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
                               (16, 0, 4), (0, 5120, 7), (0, 0, 4)),
-    ("H100 80GB HBM3", 64): ((0, 0, 11),),
+    ("H100 80GB HBM3", 64): ((256, 6144, 11), (256, 0, 10), (0, 0, 11)),
 }
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
 
