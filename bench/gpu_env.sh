@@ -21,7 +21,7 @@ eq_memory() {
   t "equal memory $tag rc=$?"; grep -E "equal|Error|error" "$OUT/${T}_eq_$tag.log" | cut -c1-240
 }
 # issue 7's rows with every peer in the same run at context $1 (batches $2), PDL and early reads on, into
-# $OUT/${T}_<tag>.{json,log} ($3: the tag, e.g. 128k; $4: more bench_decode arguments, e.g. "--split-skew w0.1")
+# $OUT/${T}_<tag>.{json,log} ($3: the tag, e.g. 128k; $4: more bench_decode arguments, e.g. "--head-dim 64")
 issue7_rows() {
   timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts "$1" \
     --batches "$2" ${4:-} --out "$OUT/${T}_$3.json" > "$OUT/${T}_$3.log" 2>&1

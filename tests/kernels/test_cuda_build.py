@@ -91,4 +91,3 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(p, t, head_dim=64) for p in (256, 4096) for t in (0, 6143, 6144)] == [10, 10, 11] * 2
     assert [h100_rule(p, t, group=8, head_dim=64) for p, t in ((8, 8192), (256, 0), (256, 8192))] == [4, 0, 4]
     assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
-
