@@ -132,8 +132,8 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, **
 
 
 def _built(variant, d):
-    """Whether the library has ``variant`` at head_dim ``d`` (12-14 are built for head_dim 128 only)."""
-    return cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], d, variant) > 0
+    """Whether the library has ``variant`` at head_dim ``d`` in bf16 (cuda_ops.variant_built)."""
+    return cuda_ops.variant_built(torch.bfloat16, d, variant)
 
 
 @pytest.mark.parametrize("variant", list(range(15)))

@@ -369,6 +369,12 @@ VARIANT_RULES = {
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
 
 
+def variant_built(dtype: torch.dtype, head_dim: int, variant: int) -> bool:
+    """Whether the loaded library has decode ``variant`` for (dtype, head_dim) (12-14 are built at head_dim 128 only; a
+    kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may lack others)."""
+    return lib().oscar_int2_decode_warps(_DT[dtype], head_dim, variant) > 0
+
+
 def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
                      head_dim: int = 128) -> int:
     """DecodePlan's variant when the config names none: the first row of the (card, head_dim)'s VARIANT_RULES that
@@ -491,7 +497,7 @@ class DecodePlan:
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         if v is None:
             v = _default_variant(bh, self.group, props.name,
-                                 lambda pv: L.oscar_int2_decode_warps(_DT[dtype], head_dim, pv) > 0, i2_tiles, head_dim)
+                                 lambda pv: variant_built(dtype, head_dim, pv), i2_tiles, head_dim)
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
