@@ -393,16 +393,6 @@ __device__ __forceinline__ float ld_cluster(const float* p, uint32_t rank) {
 #ifndef OSCAR_FLUSH_TILES
 #define OSCAR_FLUSH_TILES 32
 #endif
-// Two changes to the end of a split-K call (thirty-eighth session, branch s39-epilogue; each on its own so that the
-// next device call times them apart: bench/calls/run_gpu_s39.sh builds this source with either set to 0):
-// OSCAR_EPI_WEIGHTS_ONCE, the CTA's combine of its warps' partials computes the warps' weights once per head;
-// OSCAR_MERGE_LSE_FIRST, the last CTA's merge loads the LSEs before the partial outputs.
-#ifndef OSCAR_EPI_WEIGHTS_ONCE
-#define OSCAR_EPI_WEIGHTS_ONCE 1
-#endif
-#ifndef OSCAR_MERGE_LSE_FIRST
-#define OSCAR_MERGE_LSE_FIRST 1
-#endif
 constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds of the V offset (flush, below)
 #ifndef OSCAR_RING_PHASE
 #define OSCAR_RING_PHASE 0
@@ -1091,9 +1081,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int slot = sm_slot;
   float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + slot) * G * D;
   float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + slot) * G;
-#if OSCAR_EPI_WEIGHTS_ONCE
-  // the warps' weights per head, once (G threads; thirty-eighth session: each output element used to recompute
-  // its head's max, 2^(m_w - max) and sum over the warps): c[w][h] = 2^(m_w - max) / L, 0 for an empty split
+  // the warps' weights per head, once: c[w][h] = 2^(m_w - max) / L, 0 for an empty split (G threads; thirty-ninth
+  // session, 0.1-0.3 us faster at batch 1: each output element used to recompute its head's max and sum)
   __shared__ float sm_c[NWARP][8];
   if (threadIdx.x < G) {
     const int h = threadIdx.x;
@@ -1122,25 +1111,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     for (int w = 0; w < NWARP; w++) O += sm_c[w][h] * sm_o[w][h][d];
     opart[idx] = O;
   }
-#else
-  for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
-    const int h = idx / D, d = idx % D;
-    float mm = -1e30f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
-    float L = 0.f, O = 0.f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) {
-      const float e = exp2f(sm_m[w][h] - mm);
-      L += e * sm_l[w][h];
-      O += e * sm_o[w][h][d];
-    }
-    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an
-    // empty split, so test for zero instead and let NaN reach the output.
-    opart[idx] = L != 0.f ? O / L : 0.f;
-    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
-  }
-#endif
   // probe 3 (no merge): every CTA returns here, so no CTA waits at a barrier or for an arrival
   if (p.probe == 3) return;
   if constexpr (CX > 0) {
@@ -1336,23 +1306,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
   const bool active = grp < ngrp && item0 < nitem;
-#if OSCAR_MERGE_LSE_FIRST
-  // The LSEs are loaded first (into registers; thirty-eighth session: issued after the KF partial outputs, they
-  // came back behind up to NT x KF x 16 bytes of them, and the weights wait for them), then the partial outputs,
-  // then the LSEs go to shared memory: only that store waits, for the loads issued first.
-  // (one LSE per thread in a register: NS * G <= NT covers 33 splits x 4 heads = 132 at 128K batch 1; the rest
-  // after the partial outputs as before)
-  const bool has_lse = threadIdx.x < NSb * G;
-  const float lse = has_lse ? __ldcg(lbase + threadIdx.x) : 0.f;
-  float4 o[KF];
-  if (active) {
-#pragma unroll
-    for (int j = 0; j < KF; j++)
-      if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
-  }
-  if (has_lse) w[threadIdx.x] = lse;
-  for (int i = threadIdx.x + NT; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
-#else
   float4 o[KF];
   if (active) {
 #pragma unroll
@@ -1360,7 +1313,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
   }
   for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
-#endif
   __syncthreads();
   TRACE(5);
   for (int h = warp; h < G; h += NWARP) {
