@@ -56,7 +56,7 @@ EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
-MERGE_SLICES = 1  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices)
+MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 
 
@@ -543,7 +543,8 @@ def main():
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
-    ap.add_argument("--merge-slices", type=int, default=1, help="CudaDecodeConfig.merge_slices of our kernel (1-8)")
+    ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
+                    "default: the plan's rule)")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -589,7 +590,7 @@ def main():
     bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
     if bad:
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
-    if not 1 <= a.merge_slices <= 8:
+    if a.merge_slices is not None and not 1 <= a.merge_slices <= 8:
         ap.error(f"--merge-slices {a.merge_slices}: use an integer from 1 to 8")
     D = a.head_dim
     EARLY = bool(a.early_reads)

@@ -198,7 +198,8 @@ def main() -> None:
     ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
     ap.add_argument("--out", default="trace_decode.json")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True (bench_decode's)")
-    ap.add_argument("--merge-slices", type=int, default=1, help="CudaDecodeConfig.merge_slices (bench_decode's)")
+    ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices (bench_decode's; "
+                    "default: the plan's rule)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]

@@ -291,7 +291,7 @@ def test_cuda_decode_merge_slices_against_one_merger_nonfinite_and_probes():
                                 device="cuda", backend="cuda", blocks=1800)
     meta = cache.metadata(ids, device="cuda")
     q = torch.randn(2, 8, 128, device="cuda").bfloat16()
-    one = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(), n_int2_splits=20)
+    one = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(merge_slices=1), n_int2_splits=20)
     plan = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(merge_slices=4), n_int2_splits=20)
     assert one.merge_slices == 1 and plan.merge_slices == 4
     ref = decode_attention(q, pool, meta, plan=one)

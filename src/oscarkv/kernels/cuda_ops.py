@@ -319,9 +319,11 @@ class CudaDecodeConfig:
                      vs 13.6): after the last arrival the merger still pays its poll and its fold's round trips.
     merge_slices:    the last n CTAs of a (sequence, KV head) to arrive each merge 1 / n of its outputs (the
                      last one at once, the others after polling its arrival), instead of the last one merging
-                     them all: after the last arrival each merger loads 1 / n of the partials. 1..8; taken only
-                     where every CTA of the grid is resident at once (one wave; the waiting mergers hold their SM
-                     slots), else 1. Thirty-ninth session: measured on the H100 (BENCHMARKS.md).
+                     them all: after the last arrival each merger loads 1 / n of the partials. 1..8, or None: 8
+                     where a single merger's threads would need a second L2 round trip for the partials (128K
+                     batch 1: 33 splits), else 1 (_merge_slices has the H100 measurements: 0.3-0.5 us faster at
+                     96K-128K batch 1, 0.4-0.8 us slower at 16K-64K). Taken only where every CTA of the grid is
+                     resident at once (one wave; the waiting mergers hold their SM slots), else 1.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -339,7 +341,7 @@ class CudaDecodeConfig:
     adaptive_splits: bool | None = True
     cta_order: str | None = None
     poll_merge: bool = False
-    merge_slices: int = 1
+    merge_slices: int | None = None
 
 
 # DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
@@ -477,13 +479,28 @@ def _split_major(order: str | None, ctas: int, slots: int) -> bool:
     return ctas <= 3 * slots
 
 
-def _merge_slices(n: int, ctas: int, slots: int, cluster: bool, poll: bool) -> int:
-    """CudaDecodeConfig.merge_slices -> the mergers per (sequence, KV head) the kernel may use: n where the grid of
-    ``ctas`` CTAs is one wave of ``slots`` (a waiting merger must never hold a slot that a CTA it waits for needs)
-    and neither the cluster nor the poll merge runs, else 1."""
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8:
-        raise ValueError(f"CudaDecodeConfig.merge_slices={n!r}: use an integer from 1 to 8")
-    return 1 if cluster or poll or ctas > slots else n
+_MERGE_KF = 12  # partial outputs a merging thread loads before the weights (int2_paged.cu, KF)
+
+
+def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: bool, ns: int = 1, threads: int = 256,
+                  outputs: int = 512) -> int:
+    """CudaDecodeConfig.merge_slices -> the mergers per (sequence, KV head) the kernel may use: n (None: 8 where one
+    merger's threads would load more than _MERGE_KF of ``ns`` splits' partials each, i.e. need a second L2 round
+    trip, else 1) where the grid of ``ctas`` CTAs is one wave of ``slots`` (a waiting merger must never hold a slot
+    that a CTA it waits for needs) and neither the cluster nor the poll merge runs, else 1. ``threads``: a CTA's
+    threads; ``outputs``: the (sequence, KV head)'s group x head_dim outputs. H100, thirty-ninth session (3 rounds,
+    us, 1 / 2 / 4 / 8 slices): 128K b1 (33 splits, 17 loads per thread) 31.9 / 31.6 / 31.6 / 31.4, 96K 26.1 / 25.9 /
+    25.8 / 25.6; 64K and 32K b1 (16 splits, 8 loads) 21.4 / 21.8 / 22.0 / 22.1 and 14.8 / 15.3 / 15.4 / 15.6."""
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8):
+        raise ValueError(f"CudaDecodeConfig.merge_slices={n!r}: use None or an integer from 1 to 8")
+    if cluster or poll or ctas > slots:
+        return 1
+    if n is None:
+        items = max(1, outputs // 4)  # float4 outputs
+        groups = 1 if items >= threads else min(threads // items, ns)
+        loads = -(-ns // groups) * -(-items // (threads // groups))
+        n = 8 if loads > _MERGE_KF else 1
+    return n
 
 
 class DecodePlan:
@@ -564,7 +581,8 @@ class DecodePlan:
         self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= per_sm * sms)
         # the arrival counters, then (poll merge) one flag per partial slot
         self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
-        self.merge_slices = _merge_slices(self.config.merge_slices, bh * ns, per_sm * sms, cx > 0, bool(self.merge_poll))
+        self.merge_slices = _merge_slices(self.config.merge_slices, bh * ns, per_sm * sms, cx > 0, bool(self.merge_poll),
+                                          ns, warps * 32, self.group * head_dim)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
             out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
