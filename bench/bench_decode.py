@@ -56,6 +56,7 @@ EARLY = True  # CudaDecodeConfig.early_reads of our kernel (--early-reads)
 EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
+MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 
 
@@ -71,7 +72,7 @@ def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
     return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            poll_merge=POLL_MERGE, **kw)
+                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -528,7 +529,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -542,6 +543,8 @@ def main():
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
+    ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
+                    "default: the plan's rule)")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -587,12 +590,15 @@ def main():
     bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
     if bad:
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
+    if a.merge_slices is not None and not 1 <= a.merge_slices <= 8:
+        ap.error(f"--merge-slices {a.merge_slices}: use an integer from 1 to 8")
     D = a.head_dim
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
+    MERGE_SLICES = a.merge_slices
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -42,9 +42,10 @@ kernel_tests() {
   t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests.log" | head -5
 }
 # our kernel's variants $2 (e.g. 0,4,7) at the plan's split counts at points $1 (LxB,...), into $OUT/${T}_$3.log,
-# leaving $4 seconds (default 60) of the call's budget
+# leaving $4 seconds (default 60) of the call's budget ($5: more bench_decode arguments, e.g. "--merge-slices 4")
 variant_sweep() {
   timeout $(( $(left) - ${4:-60} )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
-    --no-triton --no-append --sweep --sweep-variants "$2" --sweep-scales 1.0 --sweep-points "$1" > "$OUT/${T}_$3.log" 2>&1
+    --no-triton --no-append --sweep --sweep-variants "$2" --sweep-scales 1.0 --sweep-points "$1" ${5:-} \
+    > "$OUT/${T}_$3.log" 2>&1
   t "sweep $3 rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_$3.log" | cut -c1-110
 }

@@ -198,6 +198,8 @@ def main() -> None:
     ap.add_argument("--src", default=None, help="kernel source to trace (default: this tree's int2_paged.cu)")
     ap.add_argument("--out", default="trace_decode.json")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True (bench_decode's)")
+    ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices (bench_decode's; "
+                    "default: the plan's rule)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
@@ -207,6 +209,7 @@ def main() -> None:
         raise SystemExit("trace_decode.py needs a CUDA GPU (it reads the trace build's records of a real call)")
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
     bd.POLL_MERGE = a.poll_merge
+    bd.MERGE_SLICES = a.merge_slices
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):

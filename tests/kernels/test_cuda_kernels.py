@@ -257,6 +257,56 @@ def test_cuda_decode_poll_merge_nonfinite_and_probes():
         assert not plan.counters.any(), f"probe {probe}"
 
 
+@pytest.mark.parametrize("variant", [4, 7, 11])
+@pytest.mark.parametrize("G", [1, 4, 8])
+@pytest.mark.parametrize("slices", [2, 3, 4, 8])
+def test_cuda_decode_merge_slices(slices, G, variant):
+    """CudaDecodeConfig.merge_slices: the last n CTAs of a (sequence, KV head) to arrive each merge a slice of its
+    outputs (one-wave grids; else the plan keeps one merger): equal to the reference, the same bits on a second
+    call (a slice's arithmetic does not depend on which CTA takes it), within rounding of the single merger, and
+    the arrival counters back to 0 after every call. Many splits, a single split, mixed lengths with adaptive
+    splits, head_dim 64."""
+    if variant in cuda_ops.PAIRED_VARIANTS and G > 4:
+        pytest.skip("paired-tile variants take group <= 4")
+    if not _built(variant, 128):
+        pytest.skip(f"variant {variant} is not built")
+    cfg = CudaDecodeConfig(variant=variant, merge_slices=slices)
+    slots = cuda_ops.lib().oscar_int2_decode_occupancy(cuda_ops._DT[torch.bfloat16], 128, variant) * \
+        torch.cuda.get_device_properties(0).multi_processor_count
+    for lens, d, kw in [([30000, 5000], 128, {"n_int2_splits": 40}), ([131072], 128, {}), ([40000, 77, 3000], 64, {}),
+                        ([20], 128, {}), ([9000] * 3, 128, {"n_hp_splits": 1, "n_int2_splits": 1})]:
+        if d == 64 and not _built(variant, 64):
+            continue
+        _, plan = _decode_case(lens, d, G, hkv=2, seed=700 + G + d + slices, config=cfg, **kw)
+        one_wave = plan.batch * plan.hkv * (plan.n_hp + plan.n_int2) <= slots
+        assert plan.merge_slices == (slices if one_wave else 1), (lens, plan.n_hp, plan.n_int2)
+        torch.cuda.synchronize()
+        assert not plan.counters.any(), (lens, slices)
+
+
+def test_cuda_decode_merge_slices_against_one_merger_nonfinite_and_probes():
+    """Slices give the single merger's outputs up to rounding (the splits summed in other groups), keep issue 11's
+    NaN per head, and the probes that return early leave the counters at 0."""
+    cache, pool, ids, _ = build([3000, 12000], d=128, hkv=2, bs=16, sink=64, recent=256, layout="tile16",
+                                device="cuda", backend="cuda", blocks=1800)
+    meta = cache.metadata(ids, device="cuda")
+    q = torch.randn(2, 8, 128, device="cuda").bfloat16()
+    one = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(merge_slices=1), n_int2_splits=20)
+    plan = DecodePlan(2, 8, 2, 128, meta, "cuda", torch.bfloat16, CudaDecodeConfig(merge_slices=4), n_int2_splits=20)
+    assert one.merge_slices == 1 and plan.merge_slices == 4
+    ref = decode_attention(q, pool, meta, plan=one)
+    out = decode_attention(q, pool, meta, plan=plan)
+    assert (out.float() - ref.float()).abs().max() <= 2e-2 * ref.float().abs().max()
+    assert rel_err(out, ref) < 4e-3
+    q[0, 1, 5], q[1, 6, 0] = float("nan"), float("inf")
+    bad = decode_attention(q, pool, meta, plan=plan)
+    assert torch.isnan(bad[0, 1]).all() and not torch.isfinite(bad[1, 6]).all()
+    for probe in (3, 1, 5):
+        plan.run(q, pool, meta, 1.0, _probe=probe)
+        torch.cuda.synchronize()
+        assert not plan.counters.any(), f"probe {probe}"
+
+
 def test_cuda_decode_fp16_and_long_single_sequence():
     _decode_case([40000], 128, 4, hkv=2, seed=5)
     _decode_case([3000, 20], 64, 4, hkv=2, seed=6, dtype=torch.float16)

@@ -260,3 +260,21 @@ def test_split_tables_give_each_length_the_plans_counts():
     h0 = _choose_hp_splits(20, 8192, 256, 132, 2, 8, cfg)
     n0 = _choose_int2_splits(8192, 256, 132, 2, cfg, h0, 200)
     assert min(_split_tables(20, 8192, h0, n0, None, 256, 132, 2, 8, cfg, 200)[2]) < n0
+
+
+def test_merge_slices_only_in_one_wave_grids_and_bad_values_refused():
+    """CudaDecodeConfig.merge_slices -> the kernel's mergers: the setting where the grid is one wave of CTAs and no
+    cluster or poll merge runs (a merger that waits holds its SM slot), else 1; values outside 1..8 refused."""
+    from oscarkv.kernels.cuda_ops import _merge_slices
+
+    assert _merge_slices(4, 264, 264, False, False) == 4 and _merge_slices(4, 265, 264, False, False) == 1
+    assert _merge_slices(4, 8, 264, True, False) == 1 and _merge_slices(4, 8, 264, False, True) == 1
+    assert _merge_slices(1, 8, 264, False, False) == 1
+    # None: 8 where one merger's 256 threads would load > 12 partials each (128K b1's 33 splits over 2 groups: 17)
+    assert _merge_slices(None, 264, 264, False, False, ns=33, threads=256, outputs=512) == 8
+    assert _merge_slices(None, 128, 264, False, False, ns=16, threads=256, outputs=512) == 1
+    assert _merge_slices(None, 128, 264, False, False, ns=16, threads=128, outputs=1024) == 8  # 16 splits per thread
+    assert _merge_slices(None, 265, 264, False, False, ns=33, threads=256, outputs=512) == 1
+    for bad in (0, 9, 2.0, True):
+        with pytest.raises(ValueError, match="merge_slices"):
+            _merge_slices(bad, 8, 264, False, False)

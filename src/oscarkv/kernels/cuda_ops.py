@@ -104,6 +104,7 @@ class _DecodeParams(ctypes.Structure):
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
         ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_poll", ctypes.c_int),
+        ("merge_slices", ctypes.c_int),
     ]
 
 
@@ -316,6 +317,13 @@ class CudaDecodeConfig:
                      arrival, so repeated calls agree up to rounding, not bit for bit. Opt-in: H200, thirty-fifth
                      session, slower than the last-CTA merge (128K batch 1 29.3-29.7 vs 29.2-29.3 us, 32K 14.1-14.3
                      vs 13.6): after the last arrival the merger still pays its poll and its fold's round trips.
+    merge_slices:    the last n CTAs of a (sequence, KV head) to arrive each merge 1 / n of its outputs (the
+                     last one at once, the others after polling its arrival), instead of the last one merging
+                     them all: after the last arrival each merger loads 1 / n of the partials. 1..8, or None: 8
+                     where a single merger's threads would need a second L2 round trip for the partials (128K
+                     batch 1: 33 splits), else 1 (_merge_slices has the H100 measurements: 0.3-0.5 us faster at
+                     96K-128K batch 1, 0.4-0.8 us slower at 16K-64K). Taken only where every CTA of the grid is
+                     resident at once (one wave; the waiting mergers hold their SM slots), else 1.
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -333,6 +341,7 @@ class CudaDecodeConfig:
     adaptive_splits: bool | None = True
     cta_order: str | None = None
     poll_merge: bool = False
+    merge_slices: int | None = None
 
 
 # DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
@@ -470,6 +479,30 @@ def _split_major(order: str | None, ctas: int, slots: int) -> bool:
     return ctas <= 3 * slots
 
 
+_MERGE_KF = 12  # partial outputs a merging thread loads before the weights (int2_paged.cu, KF)
+
+
+def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: bool, ns: int = 1, threads: int = 256,
+                  outputs: int = 512) -> int:
+    """CudaDecodeConfig.merge_slices -> the mergers per (sequence, KV head) the kernel may use: n (None: 8 where one
+    merger's threads would load more than _MERGE_KF of ``ns`` splits' partials each, i.e. need a second L2 round
+    trip, else 1) where the grid of ``ctas`` CTAs is one wave of ``slots`` (a waiting merger must never hold a slot
+    that a CTA it waits for needs) and neither the cluster nor the poll merge runs, else 1. ``threads``: a CTA's
+    threads; ``outputs``: the (sequence, KV head)'s group x head_dim outputs. H100, thirty-ninth session (3 rounds,
+    us, 1 / 2 / 4 / 8 slices): 128K b1 (33 splits, 17 loads per thread) 31.9 / 31.6 / 31.6 / 31.4, 96K 26.1 / 25.9 /
+    25.8 / 25.6; 64K and 32K b1 (16 splits, 8 loads) 21.4 / 21.8 / 22.0 / 22.1 and 14.8 / 15.3 / 15.4 / 15.6."""
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8):
+        raise ValueError(f"CudaDecodeConfig.merge_slices={n!r}: use None or an integer from 1 to 8")
+    if cluster or poll or ctas > slots:
+        return 1
+    if n is None:
+        items = max(1, outputs // 4)  # float4 outputs
+        groups = 1 if items >= threads else min(threads // items, ns)
+        loads = -(-ns // groups) * -(-items // (threads // groups))
+        n = 8 if loads > _MERGE_KF else 1
+    return n
+
+
 class DecodePlan:
     """Split counts and workspace of one decode step (shared by all layers with the same shapes).
 
@@ -548,6 +581,8 @@ class DecodePlan:
         self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= per_sm * sms)
         # the arrival counters, then (poll merge) one flag per partial slot
         self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
+        self.merge_slices = _merge_slices(self.config.merge_slices, bh * ns, per_sm * sms, cx > 0, bool(self.merge_poll),
+                                          ns, warps * 32, self.group * head_dim)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
             out: torch.Tensor | None = None, _probe: int = 0) -> torch.Tensor:
@@ -580,7 +615,7 @@ class DecodePlan:
             out.data_ptr(), out.stride(0), out.stride(1),
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
-            self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll,
+            self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll, self.merge_slices,
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))

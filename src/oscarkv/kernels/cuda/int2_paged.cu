@@ -87,6 +87,7 @@ struct DecodeParams {
   uint16_t hp_lut[kSplitLut];
   int split_major;  // 1: the linear CTA index is read split-major (below)
   int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
+  int merge_slices;  // >= 1: the last min(merge_slices, splits) CTAs to arrive each merge a slice of the outputs
 };
 
 struct AppendParams {
@@ -1285,14 +1286,36 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #endif
     return;
   }
+  // Merge slices (CudaDecodeConfig.merge_slices; thirty-ninth session): the last KS CTAs to arrive each merge
+  // the outputs [s nitem / KS, (s + 1) nitem / KS) of this (sequence, KV head), so that after the last arrival each
+  // merger loads 1 / KS of the partials (one L2 round trip) instead of one CTA loading all of them. The last
+  // arrival takes slice KS - 1 at once; the others (helpers, slices 0 .. KS - 2) poll the counter until it reaches
+  // NSb (acquire: they then see every partial), then count themselves on it once more; the helper whose count
+  // makes NSb + KS - 1 resets it to 0 (every helper has seen NSb by then, and the next call's arrivals come after
+  // its PDL wait, i.e. after this grid). Helpers wait on CTAs that are already running only where the plan has
+  // every CTA of the grid resident at once (one wave), as it sets KS > 1 only there. KS = 1: the last CTA merges
+  // everything and resets the counter (the merge before this session).
+  const int KS = min(max(p.merge_slices, 1), NSb);
+  __shared__ int sm_reset;
   if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
-    sm_last = prev == NSb - 1;
+    sm_last = prev - (NSb - KS);  // this CTA's slice; < 0: not a merger
+    sm_reset = KS == 1 ? 1 : 0;
+    if (sm_last >= 0 && sm_last < KS - 1) {
+      int c;
+      do {
+        asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(c) : "l"(p.counters + bh) : "memory");
+      } while (c < NSb);
+      int ack;
+      asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(ack) : "l"(p.counters + bh) : "memory");
+      sm_reset = ack == NSb + KS - 2;
+    }
     TRACE(4);
   }
   __syncthreads();
-  if (!sm_last) return;
+  const int slice = sm_last;
+  if (slice < 0) return;
   // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
   // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
   // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits) together with the
@@ -1301,16 +1324,17 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
-  const int ngrp = nitem >= NT ? 1 : min(NT / nitem, NSb);
-  const int per = NT / ngrp;  // threads per group (>= nitem when ngrp > 1)
+  const int i_lo = slice * nitem / KS, nit = (slice + 1) * nitem / KS - i_lo;  // this merger's float4 outputs
+  const int ngrp = nit >= NT ? 1 : min(NT / nit, NSb);
+  const int per = NT / ngrp;  // threads per group (>= nit when ngrp > 1)
   const int grp = threadIdx.x / per;
   const int item0 = threadIdx.x % per;
-  const bool active = grp < ngrp && item0 < nitem;
+  const bool active = grp < ngrp && item0 < nit;
   float4 o[KF];
   if (active) {
 #pragma unroll
     for (int j = 0; j < KF; j++)
-      if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, item0);
+      if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, i_lo + item0);
   }
   for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
   __syncthreads();
@@ -1334,11 +1358,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   __syncthreads();
   TRACE(6);
   if (active) {
-    for (int i4 = item0; i4 < nitem; i4 += per) {
+    for (int i4 = i_lo + item0; i4 < i_lo + nit; i4 += per) {
       const int h = (i4 * 4) / D;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       int s0 = grp;
-      if (i4 == item0) {  // the loads issued before the weights
+      if (i4 == i_lo + item0) {  // the loads issued before the weights
 #pragma unroll
         for (int j = 0; j < KF; j++)
           if (grp + j * ngrp < NSb) addw(acc, w[(grp + j * ngrp) * G + h], o[j]);
@@ -1355,18 +1379,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
           if (s0 + j * ngrp < NSb) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
       }
       if (ngrp == 1) store(i4, acc);
-      else red[grp * nitem + i4] = acc;
+      else red[grp * nit + i4 - i_lo] = acc;
     }
   }
   if (ngrp > 1) {
     __syncthreads();
-    if (threadIdx.x < nitem) {
+    if (threadIdx.x < nit) {
       float4 acc = red[threadIdx.x];
-      for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nitem + threadIdx.x]);
-      store(threadIdx.x, acc);
+      for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nit + threadIdx.x]);
+      store(i_lo + threadIdx.x, acc);
     }
   }
-  if (threadIdx.x == 0) p.counters[bh] = 0;
+  if (threadIdx.x == 0 && sm_reset) p.counters[bh] = 0;
 #ifdef OSCARKV_TRACE
   __syncthreads();  // every thread's stores issued (trace builds only)
   TRACE(7);
