@@ -323,7 +323,8 @@ class CudaDecodeConfig:
                      where a single merger's threads would need a second L2 round trip for the partials (128K
                      batch 1: 33 splits), else 1 (_merge_slices has the H100 measurements: 0.3-0.5 us faster at
                      96K-128K batch 1, 0.4-0.8 us slower at 16K-64K). Taken only where every CTA of the grid is
-                     resident at once (one wave; the waiting mergers hold their SM slots), else 1.
+                     resident at once (one wave of the whole device's slots; the waiting mergers hold
+                     theirs), else 1; pass 1 where the process gets only part of the SMs (MPS, green contexts).
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
