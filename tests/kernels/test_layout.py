@@ -278,3 +278,16 @@ def test_merge_slices_only_in_one_wave_grids_and_bad_values_refused():
     for bad in (0, 9, 2.0, True):
         with pytest.raises(ValueError, match="merge_slices"):
             _merge_slices(bad, 8, 264, False, False)
+
+
+def test_resident_slots_follow_an_mps_thread_limit(monkeypatch):
+    """The waiting merges count only the CTA slots an MPS client may hold (else a merger could wait forever for a CTA
+    that never gets a slot)."""
+    from oscarkv.kernels.cuda_ops import _resident_slots, _merge_slices
+    monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", raising=False)
+    assert _resident_slots(2, 132) == 264
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50")
+    assert _resident_slots(2, 132) == 132
+    assert _merge_slices(None, 264, _resident_slots(2, 132), False, False, ns=33) == 1
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "junk")
+    assert _resident_slots(2, 132) == 264

@@ -324,7 +324,8 @@ class CudaDecodeConfig:
                      batch 1: 33 splits), else 1 (_merge_slices has the H100 measurements: 0.3-0.5 us faster at
                      96K-128K batch 1, 0.4-0.8 us slower at 16K-64K). Taken only where every CTA of the grid is
                      resident at once (one wave of the whole device's slots; the waiting mergers hold
-                     theirs), else 1; pass 1 where the process gets only part of the SMs (MPS, green contexts).
+                     theirs; an MPS thread limit scales them: _resident_slots), else 1; pass 1 where the
+                     process gets only part of the SMs in another way (green contexts).
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -483,6 +484,17 @@ def _split_major(order: str | None, ctas: int, slots: int) -> bool:
 _MERGE_KF = 12  # partial outputs a merging thread loads before the weights (int2_paged.cu, KF)
 
 
+def _resident_slots(per_sm: int, sms: int) -> int:
+    """CTA slots this process can count on holding at once, for the merges whose CTAs wait on others of the grid
+    (poll merge, merge slices): the device's, scaled by an MPS client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE where one is
+    set (a green context or another partition of the SMs is not visible here: pass merge_slices=1 there)."""
+    try:
+        pct = float(os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"))
+    except ValueError:
+        pct = 100.0
+    return int(per_sm * sms * min(max(pct, 0.0), 100.0) / 100.0)
+
+
 def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: bool, ns: int = 1, threads: int = 256,
                   outputs: int = 512) -> int:
     """CudaDecodeConfig.merge_slices -> the mergers per (sequence, KV head) the kernel may use: n (None: 8 where one
@@ -579,10 +591,11 @@ class DecodePlan:
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
         # poll merge: every CTA resident at once (one wave) and <= 64 splits (the merger polls them from one warp)
-        self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= per_sm * sms)
+        resident = _resident_slots(per_sm, sms)
+        self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= resident)
         # the arrival counters, then (poll merge) one flag per partial slot
         self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
-        self.merge_slices = _merge_slices(self.config.merge_slices, bh * ns, per_sm * sms, cx > 0, bool(self.merge_poll),
+        self.merge_slices = _merge_slices(self.config.merge_slices, bh * ns, resident, cx > 0, bool(self.merge_poll),
                                           ns, warps * 32, self.group * head_dim)
 
     def run(self, q: torch.Tensor, pool: MixedKVPool, meta: DecodeMeta, sm_scale: float,
