@@ -9,7 +9,9 @@
 #    ~1.3 us for 4x). The thirty-first session measured 1+31 0.2-1.0 us faster than 2+31 at 128K b1 on variant 4,
 #    and slower elsewhere; since then 128K b1 runs variant 7 and 8 merge slices. Three alternating rounds, explicit
 #    split counts (the plan's first in each group): 128K / 96K b1 on variant 7 (2+31, 1+31, 1+32), 64K / 32K b1 on
-#    variant 4 (2+14, 1+14, 1+15).
+#    variant 4 (2+14, 1+14, 1+15). And 33 splits at 64K / 32K b1 (2+31, 1+32; the plan's rule then merges with 8
+#    slices): x0.5-x2.0 of the plan's INT2 count at 32K b1 measured 15.1-19.6 us in the thirtieth session (plan 15.4),
+#    when one CTA merged every split; with slices a 33-way merge lost its second round trip (s39b's 128K trace).
 # 3. Issue 7's 128K and 32K batch-1 rows with the best one-split alternative beside the plan's (column ours_alt).
 set -u
 T="$(date +%Y-%m-%d)_s40"
@@ -27,8 +29,8 @@ hp_sweep() {
     --no-triton --no-append --sweep --sweep-variants "$1" --sweep-splits "$2" > "$OUT/${T}_$3.log" 2>&1
   t "sweep $3 rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_$3.log" | cut -c1-110
 }
-S7=131072x1=2+31,131072x1=1+31,131072x1=1+32,98304x1=2+31,98304x1=1+31,98304x1=1+32
-S4=65536x1=2+14,65536x1=1+14,65536x1=1+15,32768x1=2+14,32768x1=1+14,32768x1=1+15
+S7=131072x1=2+31,131072x1=1+31,131072x1=1+32,98304x1=2+31,98304x1=1+31,98304x1=1+32,65536x1=2+31,32768x1=2+31,32768x1=1+32
+S4=65536x1=2+14,65536x1=1+14,65536x1=1+15,32768x1=2+14,32768x1=1+14,32768x1=1+15,32768x1=2+31
 for r in 1 2 3; do
   hp_sweep 7 $S7 v7_r$r 120
   hp_sweep 4 $S4 v4_r$r 120
