@@ -48,6 +48,7 @@ from oscarkv.kernels import (  # noqa: E402
     write_kv,
 )
 from oscarkv.fileio import source_commit  # noqa: E402
+from oscarkv.kernels.cuda_ops import check_merge_slices  # noqa: E402
 from oscarkv.quant import QuantConfig  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
@@ -590,8 +591,10 @@ def main():
     bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
     if bad:
         ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
-    if a.merge_slices is not None and not 1 <= a.merge_slices <= 8:
-        ap.error(f"--merge-slices {a.merge_slices}: use an integer from 1 to 8")
+    try:
+        check_merge_slices(a.merge_slices)
+    except ValueError as e:
+        ap.error(f"--merge-slices: {e}")
     D = a.head_dim
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first

@@ -42,7 +42,8 @@ kernel_tests() {
   t "kernel tests rc=$?"; tail -1 "$OUT/${T}_tests.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests.log" | head -5
 }
 # our kernel's variants $2 (e.g. 0,4,7) at the plan's split counts at points $1 (LxB,...), into $OUT/${T}_$3.log,
-# leaving $4 seconds (default 60) of the call's budget ($5: more bench_decode arguments, e.g. "--merge-slices 4")
+# leaving $4 seconds (default 60) of the call's budget ($5: more bench_decode arguments, e.g. "--merge-slices 4", or
+# "--sweep-splits 131072x1=1+31,..." to time explicit split counts instead of $1's points at the plan's)
 variant_sweep() {
   timeout $(( $(left) - ${4:-60} )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
     --no-triton --no-append --sweep --sweep-variants "$2" --sweep-scales 1.0 --sweep-points "$1" ${5:-} \

@@ -205,6 +205,10 @@ def main() -> None:
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
     if bad:
         ap.error(f"unknown mode(s) {bad}: use b2b, no_pdl, chain")
+    try:
+        cuda_ops.check_merge_slices(a.merge_slices)
+    except ValueError as e:
+        ap.error(f"--merge-slices: {e}")
     if not torch.cuda.is_available():
         raise SystemExit("trace_decode.py needs a CUDA GPU (it reads the trace build's records of a real call)")
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)

@@ -23,17 +23,11 @@ if echo "$CARD" | grep -q H200; then
   issue7_rows 131072 1,32 128k_h200
   issue7_rows 32768 1 32k_h200
 fi
-# explicit split counts $2 (LxB=hp+int2,...) on variant $1, into $OUT/${T}_$3.log, leaving $4 seconds of the budget
-hp_sweep() {
-  timeout $(( $(left) - $4 )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
-    --no-triton --no-append --sweep --sweep-variants "$1" --sweep-splits "$2" > "$OUT/${T}_$3.log" 2>&1
-  t "sweep $3 rc=$?"; grep -E "^sweep|rror" "$OUT/${T}_$3.log" | cut -c1-110
-}
 S7=131072x1=2+31,131072x1=1+31,131072x1=1+32,98304x1=2+31,98304x1=1+31,98304x1=1+32,65536x1=2+31,32768x1=2+31,32768x1=1+32
 S4=65536x1=2+14,65536x1=1+14,65536x1=1+15,32768x1=2+14,32768x1=1+14,32768x1=1+15,32768x1=2+31
 for r in 1 2 3; do
-  hp_sweep 7 $S7 v7_r$r 120
-  hp_sweep 4 $S4 v4_r$r 120
+  variant_sweep "" 7 v7_r$r 120 "--sweep-splits $S7"
+  variant_sweep "" 4 v4_r$r 120 "--sweep-splits $S4"
 done
 [ $(left) -ge 100 ] && issue7_rows 131072 1 128k "--alt-splits 131072x1=1+31"
 [ $(left) -ge 40 ] && issue7_rows 32768 1 32k "--alt-splits 32768x1=1+15"

@@ -495,6 +495,13 @@ def _resident_slots(per_sm: int, sms: int) -> int:
     return int(per_sm * sms * min(max(pct, 0.0), 100.0) / 100.0)
 
 
+def check_merge_slices(n: int | None) -> None:
+    """CudaDecodeConfig.merge_slices must be None or an integer from 1 to 8 (ValueError otherwise; the benchmarks
+    call it on their argument before any long work)."""
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8):
+        raise ValueError(f"CudaDecodeConfig.merge_slices={n!r}: use None or an integer from 1 to 8")
+
+
 def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: bool, ns: int = 1, threads: int = 256,
                   outputs: int = 512) -> int:
     """CudaDecodeConfig.merge_slices -> the mergers per (sequence, KV head) the kernel may use: n (None: 8 where one
@@ -504,8 +511,7 @@ def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: boo
     threads; ``outputs``: the (sequence, KV head)'s group x head_dim outputs. H100, thirty-ninth session (3 rounds,
     us, 1 / 2 / 4 / 8 slices): 128K b1 (33 splits, 17 loads per thread) 31.9 / 31.6 / 31.6 / 31.4, 96K 26.1 / 25.9 /
     25.8 / 25.6; 64K and 32K b1 (16 splits, 8 loads) 21.4 / 21.8 / 22.0 / 22.1 and 14.8 / 15.3 / 15.4 / 15.6."""
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8):
-        raise ValueError(f"CudaDecodeConfig.merge_slices={n!r}: use None or an integer from 1 to 8")
+    check_merge_slices(n)
     if cluster or poll or ctas > slots:
         return 1
     if n is None:

@@ -1059,7 +1059,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   static_assert(STAGES * (8 * D + 128) >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
   float (*sm_o)[8][DP] = reinterpret_cast<float (*)[8][DP]>(smem);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
-  __shared__ int sm_last;
+  __shared__ int sm_slice;
 #pragma unroll
   for (int mt = 0; mt < KS; mt++) {
     sm_o[warp][2 * t][16 * mt + g] = fin[mt][0];
@@ -1286,35 +1286,35 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #endif
     return;
   }
-  // Merge slices (CudaDecodeConfig.merge_slices; thirty-ninth session): the last KS CTAs to arrive each merge
-  // the outputs [s nitem / KS, (s + 1) nitem / KS) of this (sequence, KV head), so that after the last arrival each
-  // merger loads 1 / KS of the partials (one L2 round trip) instead of one CTA loading all of them. The last
-  // arrival takes slice KS - 1 at once; the others (helpers, slices 0 .. KS - 2) poll the counter until it reaches
+  // Merge slices (CudaDecodeConfig.merge_slices; thirty-ninth session): the last NSL CTAs to arrive each merge
+  // the outputs [s nitem / NSL, (s + 1) nitem / NSL) of this (sequence, KV head), so that after the last arrival each
+  // merger loads 1 / NSL of the partials (one L2 round trip) instead of one CTA loading all of them. The last
+  // arrival takes slice NSL - 1 at once; the others (helpers, slices 0 .. NSL - 2) poll the counter until it reaches
   // NSb (acquire: they then see every partial), then count themselves on it once more; the helper whose count
-  // makes NSb + KS - 1 resets it to 0 (every helper has seen NSb by then, and the next call's arrivals come after
+  // makes NSb + NSL - 1 resets it to 0 (every helper has seen NSb by then, and the next call's arrivals come after
   // its PDL wait, i.e. after this grid). Helpers wait on CTAs that are already running only where the plan has
-  // every CTA of the grid resident at once (one wave), as it sets KS > 1 only there. KS = 1: the last CTA merges
+  // every CTA of the grid resident at once (one wave), as it sets NSL > 1 only there. NSL = 1: the last CTA merges
   // everything and resets the counter (the merge before this session).
-  const int KS = min(max(p.merge_slices, 1), NSb);
+  const int NSL = min(max(p.merge_slices, 1), NSb);
   __shared__ int sm_reset;
   if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p.counters + bh) : "memory");
-    sm_last = prev - (NSb - KS);  // this CTA's slice; < 0: not a merger
-    sm_reset = KS == 1 ? 1 : 0;
-    if (sm_last >= 0 && sm_last < KS - 1) {
+    sm_slice = prev - (NSb - NSL);  // this CTA's slice; < 0: not a merger
+    sm_reset = NSL == 1 ? 1 : 0;
+    if (sm_slice >= 0 && sm_slice < NSL - 1) {
       int c;
       do {
         asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(c) : "l"(p.counters + bh) : "memory");
       } while (c < NSb);
       int ack;
       asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(ack) : "l"(p.counters + bh) : "memory");
-      sm_reset = ack == NSb + KS - 2;
+      sm_reset = ack == NSb + NSL - 2;
     }
     TRACE(4);
   }
   __syncthreads();
-  const int slice = sm_last;
+  const int slice = sm_slice;
   if (slice < 0) return;
   // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
   // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
@@ -1324,7 +1324,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
-  const int i_lo = slice * nitem / KS, nit = (slice + 1) * nitem / KS - i_lo;  // this merger's float4 outputs
+  const int i_lo = slice * nitem / NSL, nit = (slice + 1) * nitem / NSL - i_lo;  // this merger's float4 outputs
   const int ngrp = nit >= NT ? 1 : min(NT / nit, NSb);
   const int per = NT / ngrp;  // threads per group (>= nit when ngrp > 1)
   const int grp = threadIdx.x / per;
