@@ -56,6 +56,7 @@ DERIVED = {
     "decode_after_append": ("append_decode", "append"),
     "gemv_beside_tiny": ("gemv_tiny", "tiny"),
     "decode_after_gemv_no_pdl": ("decode_gemv_no_pdl", "gemv"),  # CUDA only (PDL)
+    "decode_in_chain_warm": ("warm_append_decode_gemv", "warm_append_gemv"),  # --warm-tiles
 }
 
 
@@ -90,15 +91,36 @@ class LayerCalls:
             self.dec = [lambda m=m: decode_attention(q, pool, m, backend="triton", out=out) for m in metas]
         self.gemv = [lambda w=w: torch.mm(out.view(B, hd), w, out=y) for w in self.ws]
         self.n = max(R, len(self.apps))  # one layer per element of a sequence: copy i % R, append step i % 16
+        self.warm = []
+
+    def make_warm(self, tiles: int):
+        """``warm``: per copy, a gather (index_select into a fixed buffer) of every page the decode reads first: the
+        first ``tiles`` INT2 tiles (pages) of each of its INT2 splits, and the whole BF16 tier (sink + recent window),
+        K and V with their scales and zeros, so that a decode right after it finds them in L2. Issue 8's question:
+        would a prefetch of the next layer's first tiles during the MLP shorten the decode in the layer?"""
+        n_int2, pool = self.plans[0].n_int2 if self.plans else 2, self.pool  # 2: the Triton smoke run's stand-in
+        self.warm = []
+        for m in self.metas:
+            ni = m.int2_block_tables.shape[1]
+            per = -(-ni // n_int2)
+            first = sorted({j * per + k for j in range(n_int2) for k in range(tiles) if j * per + k < ni})
+            ids2 = m.int2_block_tables[:, first].reshape(-1).long()
+            idsh = m.hp_block_tables.reshape(-1).long()
+            srcs = [(t, ids2) for t in (pool.k_codes, pool.v_codes, pool.k_scale, pool.v_scale, pool.k_zero,
+                                        pool.v_zero)] + [(t, idsh) for t in (pool.k_hp, pool.v_hp)]
+            bufs = [torch.empty((len(i),) + t.shape[1:], dtype=t.dtype, device=t.device) for t, i in srcs]
+            self.warm.append(lambda srcs=srcs, bufs=bufs: [torch.index_select(t, 0, i, out=o)
+                                                           for (t, i), o in zip(srcs, bufs)])
 
     def seq(self, *parts):
         """The calls of ``parts`` (lists above) in that order, one layer per element."""
         return [lambda i=i: [p[i % len(p)]() for p in parts] for i in range(self.n)]
 
 
-def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None) -> dict:
+def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None, warm: int = 0) -> dict:
     """One point's sequences and derived costs; ``splits`` = (hp, int2) fixes the decode's split counts (else the
-    plan's)."""
+    plan's); ``warm`` > 0 also times the chain with the decode's first pages made L2-hot before the append
+    (LayerCalls.make_warm: that many tiles per INT2 split)."""
     lc = LayerCalls(B, L, dev, splits)
     dec, gemv, apps, seq = lc.dec, lc.gemv, lc.apps, lc.seq
     z = torch.zeros(1, device=dev)
@@ -109,6 +131,11 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
                         ("tiny_decode", (tiny, dec)), ("decode_tiny", (dec, tiny)), ("gemv_tiny", (gemv, tiny)),
                         ("append_decode", (apps, dec))):
         t[name] = bd.time_calls(seq(*parts)) * 1e6
+    if warm:
+        lc.make_warm(warm)
+        for name, parts in (("warm_append_gemv", (lc.warm, apps, gemv)),
+                            ("warm_append_decode_gemv", (lc.warm, apps, dec, gemv))):
+            t[name] = bd.time_calls(seq(*parts)) * 1e6
     if lc.plans:
         from oscarkv.kernels import cuda_ops
 
@@ -132,6 +159,9 @@ def main():
     ap.add_argument("--alt-splits", type=bd.split_spec, default=[],
                     help="LxB=hp+int2,...: each point of these also with these decode split counts (e.g. a batch-1 "
                     "grid that leaves the append's CTAs room beside the decode's)")
+    ap.add_argument("--warm-tiles", type=int, default=0,
+                    help="also time the chain with the decode's first N pages per INT2 split and its BF16 tier made "
+                    "L2-hot before the append (decode_in_chain_warm)")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if not bd.SMOKE and not torch.cuda.is_available():
@@ -145,7 +175,7 @@ def main():
     runs = [(pt, None) for pt in points] + a.alt_splits
     for pt, splits in runs:
         L, B = (int(x) for x in pt.split("x"))
-        r = chain_point(B, L, dev, splits)
+        r = chain_point(B, L, dev, splits, a.warm_tiles)
         res["points"].append(r)
         tag = f"L={L} B={B}" + (f" ({r['splits']})" if splits and "splits" in r else "")
         bd.log(f"chain {tag}: decode back to back {r['decode_us']:.1f} us"
@@ -156,7 +186,9 @@ def main():
                f"{r['decode_before_tiny_us']:.1f} (that kernel {r['tiny_us']:.1f}), after the append "
                f"{r['decode_after_append_us']:.1f}; GEMV beside it {r['gemv_beside_tiny_us']:.1f}"
                + (f"; with PDL off, decode after a GEMV {r['decode_after_gemv_no_pdl_us']:.1f}"
-                  if "decode_after_gemv_no_pdl_us" in r else ""))
+                  if "decode_after_gemv_no_pdl_us" in r else "")
+               + (f"; in the chain with its first pages L2-hot {r['decode_in_chain_warm_us']:.1f} (warm, append, GEMV "
+                  f"{r['warm_append_gemv_us']:.1f})" if "decode_in_chain_warm_us" in r else ""))
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
         if not bd.SMOKE:
