@@ -57,6 +57,8 @@ DERIVED = {
     "gemv_beside_tiny": ("gemv_tiny", "tiny"),
     "decode_after_gemv_no_pdl": ("decode_gemv_no_pdl", "gemv"),  # CUDA only (PDL)
     "decode_in_chain_warm": ("warm_append_decode_gemv", "warm_append_gemv"),  # --warm-tiles
+    # --prefetch-mb: what the chain gains from the weights' read beside the decode, against the same fork without it
+    "chain_gain_prefetch": ("append_decode_nopf_gemv", "append_decode_pf_gemv"),
 }
 
 
@@ -117,10 +119,31 @@ class LayerCalls:
         return [lambda i=i: [p[i % len(p)]() for p in parts] for i in range(self.n)]
 
 
-def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None, warm: int = 0) -> dict:
+def beside(main: list, side: list, dev: torch.device) -> list:
+    """Calls that run ``main[i]`` and, on a second stream forked before it and joined after it, ``side[i]`` (in a
+    captured graph: two branches between the previous call and the next)."""
+    if dev.type != "cuda":
+        return [lambda i=i: (main[i](), side[i % len(side)]()) for i in range(len(main))]
+    st = torch.cuda.Stream(device=dev)
+
+    def run(i):
+        cur = torch.cuda.current_stream()
+        st.wait_stream(cur)
+        main[i]()
+        with torch.cuda.stream(st):
+            side[i % len(side)]()
+        cur.wait_stream(st)
+
+    return [lambda i=i: run(i) for i in range(len(main))]
+
+
+def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None, warm: int = 0,
+                prefetch_mb: float = 0.0) -> dict:
     """One point's sequences and derived costs; ``splits`` = (hp, int2) fixes the decode's split counts (else the
     plan's); ``warm`` > 0 also times the chain with the decode's first pages made L2-hot before the append
-    (LayerCalls.make_warm: that many tiles per INT2 split)."""
+    (LayerCalls.make_warm: that many tiles per INT2 split); ``prefetch_mb`` > 0 the chain with a read of the first
+    that many MB of the next GEMV's weights on a second stream beside the decode (append -> (decode | read) -> GEMV:
+    can the GEMV's weights come into L2 while the decode's start and end leave HBM idle?)."""
     lc = LayerCalls(B, L, dev, splits)
     dec, gemv, apps, seq = lc.dec, lc.gemv, lc.apps, lc.seq
     z = torch.zeros(1, device=dev)
@@ -131,6 +154,13 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
                         ("tiny_decode", (tiny, dec)), ("decode_tiny", (dec, tiny)), ("gemv_tiny", (gemv, tiny)),
                         ("append_decode", (apps, dec))):
         t[name] = bd.time_calls(seq(*parts)) * 1e6
+    if prefetch_mb:
+        rows = max(1, min(lc.ws[0].shape[0], int(prefetch_mb * 2**20 / (lc.ws[0].shape[1] * lc.ws[0].element_size()))))
+        acc = torch.empty(lc.ws[0].shape[1], device=dev, dtype=torch.float32)
+        pf = [lambda w=w: torch.sum(w[:rows], dim=0, dtype=torch.float32, out=acc) for w in lc.ws]
+        t["append_decode_pf_gemv"] = bd.time_calls(seq(apps, beside(dec, pf, dev), gemv)) * 1e6
+        t["append_pf_gemv"] = bd.time_calls(seq(apps, pf, gemv)) * 1e6
+        t["append_decode_nopf_gemv"] = bd.time_calls(seq(apps, beside(dec, [lambda: None], dev), gemv)) * 1e6
     if warm:
         lc.make_warm(warm)
         for name, parts in (("warm_append_gemv", (lc.warm, apps, gemv)),
@@ -162,6 +192,9 @@ def main():
     ap.add_argument("--warm-tiles", type=int, default=0,
                     help="also time the chain with the decode's first N pages per INT2 split and its BF16 tier made "
                     "L2-hot before the append (decode_in_chain_warm)")
+    ap.add_argument("--prefetch-mb", type=float, default=0.0,
+                    help="also time the chain with a read of the first N MB of the o_proj weights on a second stream "
+                    "beside the decode (chain_gain_prefetch)")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if not bd.SMOKE and not torch.cuda.is_available():
@@ -175,7 +208,7 @@ def main():
     runs = [(pt, None) for pt in points] + a.alt_splits
     for pt, splits in runs:
         L, B = (int(x) for x in pt.split("x"))
-        r = chain_point(B, L, dev, splits, a.warm_tiles)
+        r = chain_point(B, L, dev, splits, a.warm_tiles, a.prefetch_mb)
         res["points"].append(r)
         tag = f"L={L} B={B}" + (f" ({r['splits']})" if splits and "splits" in r else "")
         bd.log(f"chain {tag}: decode back to back {r['decode_us']:.1f} us"
@@ -188,7 +221,11 @@ def main():
                + (f"; with PDL off, decode after a GEMV {r['decode_after_gemv_no_pdl_us']:.1f}"
                   if "decode_after_gemv_no_pdl_us" in r else "")
                + (f"; in the chain with its first pages L2-hot {r['decode_in_chain_warm_us']:.1f} (warm, append, GEMV "
-                  f"{r['warm_append_gemv_us']:.1f})" if "decode_in_chain_warm_us" in r else ""))
+                  f"{r['warm_append_gemv_us']:.1f})" if "decode_in_chain_warm_us" in r else "")
+               + (f"; chain with the weights' read beside the decode {r['append_decode_pf_gemv_us']:.1f} us against "
+                  f"{r['append_decode_nopf_gemv_us']:.1f} with the same fork and no read (gain "
+                  f"{r['chain_gain_prefetch_us']:.1f}; read, append, GEMV in series {r['append_pf_gemv_us']:.1f})"
+                  if "chain_gain_prefetch_us" in r else ""))
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
         if not bd.SMOKE:

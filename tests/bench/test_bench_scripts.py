@@ -202,8 +202,9 @@ def test_kernel_diff_lists_the_kernels_one_step_has_and_the_other_not(tmp_path):
 
 def test_decode_chain_times_every_sequence(tmp_path):
     """bench/decode_chain.py (the decode call's cost between its neighbours in a layer) runs its sequences and
-    derives the decode's share of each from the same run (also with its first pages made L2-hot, --warm-tiles)."""
-    r = run_script("decode_chain", tmp_path, "--warm-tiles", "2")["points"][0]
+    derives the decode's share of each from the same run (also with its first pages made L2-hot, --warm-tiles, and
+    with the GEMV's weights read beside it, --prefetch-mb)."""
+    r = run_script("decode_chain", tmp_path, "--warm-tiles", "2", "--prefetch-mb", "0.01")["points"][0]
     for k in ("decode", "gemv", "append", "decode_gemv", "append_gemv", "append_decode_gemv", "tiny", "tiny_decode",
               "decode_tiny", "gemv_tiny", "append_decode"):
         assert r[f"{k}_us"] > 0
@@ -214,6 +215,7 @@ def test_decode_chain_times_every_sequence(tmp_path):
     assert r["decode_before_tiny_us"] == pytest.approx(r["decode_tiny_us"] - r["tiny_us"])
     assert r["decode_after_append_us"] == pytest.approx(r["append_decode_us"] - r["append_us"])
     assert r["decode_in_chain_warm_us"] == pytest.approx(r["warm_append_decode_gemv_us"] - r["warm_append_gemv_us"])
+    assert r["chain_gain_prefetch_us"] == pytest.approx(r["append_decode_nopf_gemv_us"] - r["append_decode_pf_gemv_us"])
 
 
 def test_split_spec_parses_and_refuses_bad_specs():
