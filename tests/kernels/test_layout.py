@@ -291,3 +291,26 @@ def test_resident_slots_follow_an_mps_thread_limit(monkeypatch):
     assert _merge_slices(None, 264, _resident_slots(2, 132), False, False, ns=33) == 1
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "junk")
     assert _resident_slots(2, 132) == 264
+
+
+def test_fill_slots_fills_a_one_wave_grids_empty_slots_only_where_measured_to_pay():
+    """_fill_slots (CPU): a one-wave grid with one CTA per SM and long splits takes the split count that fills the
+    second slot (batch 1, 8 KV heads, 64K: 2 + 14 -> 2 + 31, 264 CTAs on 132 SMs); short splits, grids already
+    filling the slots, fill_tiles=0, fewer slots (an MPS share) and counts that would leave SMs unevenly loaded keep
+    the model's count; never more than 33 splits in all."""
+    from dataclasses import replace
+
+    from oscarkv.kernels.cuda_ops import _FILL_MAX_SPLITS, CudaDecodeConfig, _fill_slots
+
+    cfg = CudaDecodeConfig()
+    assert _fill_slots(14, 4076, 8, 264, 2, 132, cfg, 2, 200) == 31  # 64K batch 1
+    assert _fill_slots(14, 2028, 8, 264, 2, 132, cfg, 2, 200) == 31  # 32K: 145 tiles per CTA
+    assert _fill_slots(13, 1004, 8, 264, 2, 132, cfg, 3, 200) == 13  # 16K: 78 tiles per CTA < fill_tiles
+    assert _fill_slots(31, 8172, 8, 264, 2, 132, cfg, 2, 200) == 31  # already two CTAs per SM
+    assert _fill_slots(14, 4076, 8, 264, 2, 132, replace(cfg, fill_tiles=0), 2, 200) == 14
+    assert _fill_slots(14, 4076, 8, 132, 2, 132, cfg, 2, 200) == 14  # half the slots (MPS): no room
+    assert _fill_slots(20, 6124, 6, 264, 2, 132, cfg, 2, 200) == 20  # 6 pairs: 33 splits would load SMs unevenly
+    assert _fill_slots(0, 0, 8, 264, 2, 132, cfg, 2, 200) == 0
+    for bh in (1, 2, 3, 4, 8, 12):
+        n = _fill_slots(1, 100000, bh, 1056, 8, 132, cfg, 2, 1000)
+        assert n + 2 <= _FILL_MAX_SPLITS and bh * (n + 2) <= 1056
