@@ -232,13 +232,13 @@ def test_split_tables_give_each_length_the_plans_counts():
     split counts for the top of its 1/64 of the plan's range, capped at the plan's counts (the grid stays the
     plan's, although a short INT2 tier would take more BF16-tier splits); constant tables when not adaptive;
     None adapts only grids of more than one wave."""
-    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_hp_splits, _choose_int2_splits, _split_tables
+    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_hp_splits, _int2_splits, _split_tables
 
     cfg = CudaDecodeConfig()
-    for i2, hp, bh in [(8192, 20, 8), (8192, 20, 256), (2048, 20, 16), (100, 4, 1), (70, 0, 3), (1, 20, 8)]:
+    for i2, hp, bh in [(8192, 20, 8), (4076, 20, 8), (8192, 20, 256), (2048, 20, 16), (100, 4, 1), (70, 0, 3), (1, 20, 8)]:
         h0 = _choose_hp_splits(hp, i2, bh, 132, 2, 8, cfg)
-        n0 = _choose_int2_splits(i2, bh, 132, 2, cfg, h0, 200)
-        lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200)
+        n0 = _int2_splits(i2, bh, 132, 2, cfg, h0, 200, 264)
+        lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200, 264)
         assert len(hl) == len(il) == _LUT
         assert hl[-1] == h0 and il[-1] == n0  # the top of the range: the plan for the maxima
         assert all(1 <= x <= n0 for x in il) and all((x >= 1) == (hp > 0) and x <= h0 for x in hl)
@@ -246,19 +246,19 @@ def test_split_tables_give_each_length_the_plans_counts():
             e = min(_LUT - 1, (ntile - 1) // lt)
             top = min(i2, (e + 1) * lt)
             h = min(h0, _choose_hp_splits(hp, top, bh, 132, 2, 8, cfg))
-            want = (h, min(n0, max(1, _choose_int2_splits(top, bh, 132, 2, cfg, h, 200))))
+            want = (h, min(n0, max(1, _int2_splits(top, bh, 132, 2, cfg, h, 200, 264))))
             assert (hl[e], il[e]) == want, (i2, bh, ntile)
     # 128K batch 1 (Qwen3-8B shape, variant 4): 4K rows would take 3 BF16-tier splits (one hp tile per warp while
     # the INT2 tier is short), 128K rows 2; the grid stays 2 + 31 and the 4K rows run 2 + 14
     h0 = _choose_hp_splits(20, 8192, 8, 132, 2, 8, cfg)
-    n0 = _choose_int2_splits(8192, 8, 132, 2, cfg, h0, 200)
+    n0 = _int2_splits(8192, 8, 132, 2, cfg, h0, 200, 264)
     lt, hl, il = _split_tables(20, 8192, h0, n0, True, 8, 132, 2, 8, cfg, 200)
     assert (h0, n0, hl[(256 - 1) // lt], il[(256 - 1) // lt]) == (2, 31, 2, 14)
     assert _split_tables(20, 8192, 2, 31, False, 8, 132, 2, 8, cfg, 200)[1:] == ([2] * _LUT, [31] * _LUT)
     assert _split_tables(20, 0, 1, 0, True, 8, 132, 2, 8, cfg, 200)[1:] == ([1] * _LUT, [0] * _LUT)
     assert _split_tables(20, 8192, 2, 31, None, 8, 132, 2, 8, cfg, 200)[2] == [31] * _LUT  # 264 CTAs: one wave
     h0 = _choose_hp_splits(20, 8192, 256, 132, 2, 8, cfg)
-    n0 = _choose_int2_splits(8192, 256, 132, 2, cfg, h0, 200)
+    n0 = _int2_splits(8192, 256, 132, 2, cfg, h0, 200, 264)
     assert min(_split_tables(20, 8192, h0, n0, None, 256, 132, 2, 8, cfg, 200)[2]) < n0
 
 

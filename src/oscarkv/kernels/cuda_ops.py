@@ -462,6 +462,13 @@ def _fill_slots(n: int, max_tiles: int, bh: int, slots: int, per_sm: int, sms: i
     return best
 
 
+def _int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
+                 slots: int) -> int:
+    """The plan's INT2 split count: the split model's (``_choose_int2_splits``), then ``_fill_slots``."""
+    n = _choose_int2_splits(max_tiles, bh, sms, per_sm, cfg, n_hp, max_ns)
+    return _fill_slots(n, max_tiles, bh, slots, per_sm, sms, cfg, n_hp, max_ns)
+
+
 def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: int, warps: int,
                       cfg: CudaDecodeConfig) -> int:
     """Split count of the BF16 sink / recent tier: ~hp_tiles_per_warp hp tiles per warp (CudaDecodeConfig); one
@@ -474,18 +481,20 @@ def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: i
 
 
 def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive: bool | None, bh: int, sms: int,
-                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int) -> tuple[int, list[int], list[int]]:
+                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int,
+                  slots: int | None = None) -> tuple[int, list[int], list[int]]:
     """``(lut_tiles, hp_lut, split_lut)``: DecodeParams' tables for a grid of n_hp + n_int2 splits. A
     sequence with ntile INT2 tiles (1 <= ntile <= i2_tiles) runs the first ``hp_lut[e]`` / ``split_lut[e]`` of the
     grid's BF16-tier / INT2 splits, e = min(_LUT - 1, (ntile - 1) // lut_tiles) (0 also for ntile = 0). Entry e
     holds the plan's counts for a sequence of (e + 1) lut_tiles tiles (the top of its range; _choose_hp_splits,
-    _choose_int2_splits), capped at the given counts: the grid stays the plan's (a short tier would take more
+    _int2_splits), capped at the given counts: the grid stays the plan's (a short tier would take more
     BF16-tier splits, and a grid grown by them puts two working CTAs on some SMs of a one-wave batch-1 call:
     H200, fifteenth session, 32K batch 1 15.9 us at 3 + 14 splits against 14.4 at 2 + 14). Not ``adaptive``:
     the given counts everywhere;
     None (CudaDecodeConfig.adaptive_splits): adaptive when the given grid, bh (n_hp + n_int2) CTAs, is more
     than one wave of per_sm x sms."""
     lut_tiles = max(1, -(-i2_tiles // _LUT))
+    slots = per_sm * sms if slots is None else slots  # CTA slots this process holds (_resident_slots)
     if adaptive is None:
         adaptive = bh * (n_hp + n_int2) > per_sm * sms
     if not adaptive or n_int2 == 0:
@@ -497,7 +506,7 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
         # n_hp throughout today; the kernel's table stays for planners whose BF16-tier count can shrink)
         h = min(n_hp, _choose_hp_splits(hp_tiles, top, bh, sms, per_sm, warps, cfg))
         hp_lut.append(h)
-        i2_lut.append(min(n_int2, max(1, _choose_int2_splits(top, bh, sms, per_sm, cfg, h, max_ns))))
+        i2_lut.append(min(n_int2, max(1, _int2_splits(top, bh, sms, per_sm, cfg, h, max_ns, slots))))
     return lut_tiles, hp_lut, i2_lut
 
 
@@ -596,9 +605,7 @@ class DecodePlan:
         if n_hp_splits is None:
             n_hp_splits = _choose_hp_splits(hp_tiles, i2_tiles, bh, sms, per_sm, warps, self.config)
         if n_int2_splits is None:
-            n_int2_splits = _fill_slots(
-                _choose_int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns), i2_tiles, bh,
-                resident, per_sm, sms, self.config, n_hp_splits, max_ns)
+            n_int2_splits = _int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns, resident)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
@@ -619,7 +626,7 @@ class DecodePlan:
         # per-sequence split counts (CudaDecodeConfig.adaptive_splits), at most the plan's
         self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
-            bh, sms, per_sm, warps, self.config, max_ns)
+            bh, sms, per_sm, warps, self.config, max_ns, resident)
         # as DecodeParams holds them, built once here rather than in every run (once per layer and step)
         self._luts_c = ((ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut))
         if cx > 0 and self.config.cta_order == "split":
