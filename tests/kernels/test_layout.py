@@ -232,13 +232,13 @@ def test_split_tables_give_each_length_the_plans_counts():
     split counts for the top of its 1/64 of the plan's range, capped at the plan's counts (the grid stays the
     plan's, although a short INT2 tier would take more BF16-tier splits); constant tables when not adaptive;
     None adapts only grids of more than one wave."""
-    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_hp_splits, _choose_int2_splits, _split_tables
+    from oscarkv.kernels.cuda_ops import _LUT, CudaDecodeConfig, _choose_hp_splits, _int2_splits, _split_tables
 
     cfg = CudaDecodeConfig()
-    for i2, hp, bh in [(8192, 20, 8), (8192, 20, 256), (2048, 20, 16), (100, 4, 1), (70, 0, 3), (1, 20, 8)]:
+    for i2, hp, bh in [(8192, 20, 8), (4076, 20, 8), (8192, 20, 256), (2048, 20, 16), (100, 4, 1), (70, 0, 3), (1, 20, 8)]:
         h0 = _choose_hp_splits(hp, i2, bh, 132, 2, 8, cfg)
-        n0 = _choose_int2_splits(i2, bh, 132, 2, cfg, h0, 200)
-        lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200)
+        n0 = _int2_splits(i2, bh, 132, 2, cfg, h0, 200, 264)
+        lt, hl, il = _split_tables(hp, i2, h0, n0, True, bh, 132, 2, 8, cfg, 200, 264)
         assert len(hl) == len(il) == _LUT
         assert hl[-1] == h0 and il[-1] == n0  # the top of the range: the plan for the maxima
         assert all(1 <= x <= n0 for x in il) and all((x >= 1) == (hp > 0) and x <= h0 for x in hl)
@@ -246,19 +246,19 @@ def test_split_tables_give_each_length_the_plans_counts():
             e = min(_LUT - 1, (ntile - 1) // lt)
             top = min(i2, (e + 1) * lt)
             h = min(h0, _choose_hp_splits(hp, top, bh, 132, 2, 8, cfg))
-            want = (h, min(n0, max(1, _choose_int2_splits(top, bh, 132, 2, cfg, h, 200))))
+            want = (h, min(n0, max(1, _int2_splits(top, bh, 132, 2, cfg, h, 200, 264))))
             assert (hl[e], il[e]) == want, (i2, bh, ntile)
     # 128K batch 1 (Qwen3-8B shape, variant 4): 4K rows would take 3 BF16-tier splits (one hp tile per warp while
     # the INT2 tier is short), 128K rows 2; the grid stays 2 + 31 and the 4K rows run 2 + 14
     h0 = _choose_hp_splits(20, 8192, 8, 132, 2, 8, cfg)
-    n0 = _choose_int2_splits(8192, 8, 132, 2, cfg, h0, 200)
+    n0 = _int2_splits(8192, 8, 132, 2, cfg, h0, 200, 264)
     lt, hl, il = _split_tables(20, 8192, h0, n0, True, 8, 132, 2, 8, cfg, 200)
     assert (h0, n0, hl[(256 - 1) // lt], il[(256 - 1) // lt]) == (2, 31, 2, 14)
     assert _split_tables(20, 8192, 2, 31, False, 8, 132, 2, 8, cfg, 200)[1:] == ([2] * _LUT, [31] * _LUT)
     assert _split_tables(20, 0, 1, 0, True, 8, 132, 2, 8, cfg, 200)[1:] == ([1] * _LUT, [0] * _LUT)
     assert _split_tables(20, 8192, 2, 31, None, 8, 132, 2, 8, cfg, 200)[2] == [31] * _LUT  # 264 CTAs: one wave
     h0 = _choose_hp_splits(20, 8192, 256, 132, 2, 8, cfg)
-    n0 = _choose_int2_splits(8192, 256, 132, 2, cfg, h0, 200)
+    n0 = _int2_splits(8192, 256, 132, 2, cfg, h0, 200, 264)
     assert min(_split_tables(20, 8192, h0, n0, None, 256, 132, 2, 8, cfg, 200)[2]) < n0
 
 
@@ -291,3 +291,26 @@ def test_resident_slots_follow_an_mps_thread_limit(monkeypatch):
     assert _merge_slices(None, 264, _resident_slots(2, 132), False, False, ns=33) == 1
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "junk")
     assert _resident_slots(2, 132) == 264
+
+
+def test_fill_slots_fills_a_one_wave_grids_empty_slots_only_where_measured_to_pay():
+    """_fill_slots (CPU): a one-wave grid with one CTA per SM and long splits takes the split count that fills the
+    second slot (batch 1, 8 KV heads, 64K: 2 + 14 -> 2 + 31, 264 CTAs on 132 SMs); short splits, grids already
+    filling the slots, fill_tiles=0, fewer slots (an MPS share) and counts that would leave SMs unevenly loaded keep
+    the model's count; never more than 33 splits in all."""
+    from dataclasses import replace
+
+    from oscarkv.kernels.cuda_ops import _FILL_MAX_SPLITS, CudaDecodeConfig, _fill_slots
+
+    cfg = CudaDecodeConfig()
+    assert _fill_slots(14, 4076, 8, 264, 2, 132, cfg, 2, 200) == 31  # 64K batch 1
+    assert _fill_slots(14, 2028, 8, 264, 2, 132, cfg, 2, 200) == 31  # 32K: 145 tiles per CTA
+    assert _fill_slots(13, 1004, 8, 264, 2, 132, cfg, 3, 200) == 13  # 16K: 78 tiles per CTA < fill_tiles
+    assert _fill_slots(31, 8172, 8, 264, 2, 132, cfg, 2, 200) == 31  # already two CTAs per SM
+    assert _fill_slots(14, 4076, 8, 264, 2, 132, replace(cfg, fill_tiles=0), 2, 200) == 14
+    assert _fill_slots(14, 4076, 8, 132, 2, 132, cfg, 2, 200) == 14  # half the slots (MPS): no room
+    assert _fill_slots(20, 6124, 6, 264, 2, 132, cfg, 2, 200) == 20  # 6 pairs: 33 splits would load SMs unevenly
+    assert _fill_slots(0, 0, 8, 264, 2, 132, cfg, 2, 200) == 0
+    for bh in (1, 2, 3, 4, 8, 12):
+        n = _fill_slots(1, 100000, bh, 1056, 8, 132, cfg, 2, 1000)
+        assert n + 2 <= _FILL_MAX_SPLITS and bh * (n + 2) <= 1056

@@ -280,6 +280,14 @@ class CudaDecodeConfig:
                      H200 split sweeps of the twelfth session at head_dim 128 (BENCHMARKS.md); a head_dim 64
                      sweep (thirteenth session) found the planned count fastest or within 1% at every point.
     min_split_tiles: at least this many 16-token tiles per INT2 split.
+    fill_tiles:      where the split model's grid is one wave that leaves each SM's other CTA slots empty and its
+                     CTAs would each stream at least this many INT2 tiles, take the splits that fill the slots
+                     (``_fill_slots``; 0: never). H100, fortieth session, batch 1 (8 KV heads), three rounds, 2 + 31
+                     splits against the model's 2 + 14 (us): 32K 14.9 vs 15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs
+                     21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64 (variant 11) 32K 10.7 vs 11.1-11.2, 64K
+                     14.0-14.1 vs 15.4-15.5; below the threshold it loses (16K, 77 tiles per CTA: 13.2-13.3 vs
+                     11.9-12.0; batch 2 at 4K: 11.3-11.4 vs 10.5-10.6). Not measured on the H200 (its twelfth-session
+                     sweep, an older kernel without merge slices, had 2 + 14 10% faster than 2 + 29 at 32K).
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
                      (the hp tier has no load pipeline: each tile a warp takes costs a memory latency).
                      None: 1 while the INT2 tier is short (<= 1024 tiles, 16K tokens: the hp tier is then
@@ -337,6 +345,7 @@ class CudaDecodeConfig:
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
     min_split_tiles: int = 8
+    fill_tiles: int = 128
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
@@ -428,6 +437,38 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
     return best
 
 
+_FILL_MAX_SPLITS = 33  # the most splits per (sequence, KV head) _fill_slots gives: the largest count measured
+
+
+def _fill_slots(n: int, max_tiles: int, bh: int, slots: int, per_sm: int, sms: int, cfg: CudaDecodeConfig, n_hp: int,
+                max_ns: int) -> int:
+    """The INT2 split count after ``_choose_int2_splits``' n: where its grid, bh (n_hp + n) CTAs, is one wave that
+    puts fewer than per_sm CTAs on its busiest SM and each CTA streams >= cfg.fill_tiles tiles, the count m > n that
+    keeps one wave of the ``slots`` CTA slots and gives the busiest SM the fewest tiles, ceil(bh (n_hp + m) / sms)
+    ceil(max_tiles / m), if that is fewer than n gives it; else n. (An SM streams faster with its slots filled than
+    the model's per-CTA start cost says; measured up to _FILL_MAX_SPLITS splits in all, so not beyond:
+    CudaDecodeConfig.fill_tiles.)"""
+    def busiest(x: int) -> int:
+        return -(-bh * (n_hp + x) // sms) * -(-max_tiles // x)
+
+    if n == 0 or not cfg.fill_tiles or -(-bh * (n + n_hp) // sms) >= per_sm or -(-max_tiles // n) < cfg.fill_tiles:
+        return n
+    top = min(slots // bh, max_ns, _FILL_MAX_SPLITS) - n_hp
+    top = min(top, max_tiles // cfg.min_split_tiles)
+    best = n
+    for m in range(n + 1, top + 1):
+        if busiest(m) < busiest(best):
+            best = m
+    return best
+
+
+def _int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: CudaDecodeConfig, n_hp: int, max_ns: int,
+                 slots: int) -> int:
+    """The plan's INT2 split count: the split model's (``_choose_int2_splits``), then ``_fill_slots``."""
+    n = _choose_int2_splits(max_tiles, bh, sms, per_sm, cfg, n_hp, max_ns)
+    return _fill_slots(n, max_tiles, bh, slots, per_sm, sms, cfg, n_hp, max_ns)
+
+
 def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: int, warps: int,
                       cfg: CudaDecodeConfig) -> int:
     """Split count of the BF16 sink / recent tier: ~hp_tiles_per_warp hp tiles per warp (CudaDecodeConfig); one
@@ -440,18 +481,20 @@ def _choose_hp_splits(hp_tiles: int, i2_tiles: int, bh: int, sms: int, per_sm: i
 
 
 def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive: bool | None, bh: int, sms: int,
-                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int) -> tuple[int, list[int], list[int]]:
+                  per_sm: int, warps: int, cfg: CudaDecodeConfig, max_ns: int,
+                  slots: int | None = None) -> tuple[int, list[int], list[int]]:
     """``(lut_tiles, hp_lut, split_lut)``: DecodeParams' tables for a grid of n_hp + n_int2 splits. A
     sequence with ntile INT2 tiles (1 <= ntile <= i2_tiles) runs the first ``hp_lut[e]`` / ``split_lut[e]`` of the
     grid's BF16-tier / INT2 splits, e = min(_LUT - 1, (ntile - 1) // lut_tiles) (0 also for ntile = 0). Entry e
     holds the plan's counts for a sequence of (e + 1) lut_tiles tiles (the top of its range; _choose_hp_splits,
-    _choose_int2_splits), capped at the given counts: the grid stays the plan's (a short tier would take more
+    _int2_splits), capped at the given counts: the grid stays the plan's (a short tier would take more
     BF16-tier splits, and a grid grown by them puts two working CTAs on some SMs of a one-wave batch-1 call:
     H200, fifteenth session, 32K batch 1 15.9 us at 3 + 14 splits against 14.4 at 2 + 14). Not ``adaptive``:
     the given counts everywhere;
     None (CudaDecodeConfig.adaptive_splits): adaptive when the given grid, bh (n_hp + n_int2) CTAs, is more
     than one wave of per_sm x sms."""
     lut_tiles = max(1, -(-i2_tiles // _LUT))
+    slots = per_sm * sms if slots is None else slots  # CTA slots this process holds (_resident_slots)
     if adaptive is None:
         adaptive = bh * (n_hp + n_int2) > per_sm * sms
     if not adaptive or n_int2 == 0:
@@ -463,7 +506,7 @@ def _split_tables(hp_tiles: int, i2_tiles: int, n_hp: int, n_int2: int, adaptive
         # n_hp throughout today; the kernel's table stays for planners whose BF16-tier count can shrink)
         h = min(n_hp, _choose_hp_splits(hp_tiles, top, bh, sms, per_sm, warps, cfg))
         hp_lut.append(h)
-        i2_lut.append(min(n_int2, max(1, _choose_int2_splits(top, bh, sms, per_sm, cfg, h, max_ns))))
+        i2_lut.append(min(n_int2, max(1, _int2_splits(top, bh, sms, per_sm, cfg, h, max_ns, slots))))
     return lut_tiles, hp_lut, i2_lut
 
 
@@ -558,10 +601,11 @@ class DecodePlan:
         sms = props.multi_processor_count
         # the in-kernel merge keeps NS * group weights in shared memory (NWARP * (8 D - 128) floats)
         max_ns = warps * (8 * head_dim - 128) // self.group
+        resident = _resident_slots(per_sm, sms)
         if n_hp_splits is None:
             n_hp_splits = _choose_hp_splits(hp_tiles, i2_tiles, bh, sms, per_sm, warps, self.config)
         if n_int2_splits is None:
-            n_int2_splits = _choose_int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns)
+            n_int2_splits = _int2_splits(i2_tiles, bh, sms, per_sm, self.config, n_hp_splits, max_ns, resident)
         if n_hp_splits + n_int2_splits == 0:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
@@ -582,7 +626,7 @@ class DecodePlan:
         # per-sequence split counts (CudaDecodeConfig.adaptive_splits), at most the plan's
         self.lut_tiles, self.hp_lut, self.split_lut = _split_tables(
             hp_tiles, i2_tiles, n_hp_splits, n_int2_splits, False if explicit or cx > 0 else self.config.adaptive_splits,
-            bh, sms, per_sm, warps, self.config, max_ns)
+            bh, sms, per_sm, warps, self.config, max_ns, resident)
         # as DecodeParams holds them, built once here rather than in every run (once per layer and step)
         self._luts_c = ((ctypes.c_uint16 * _LUT)(*self.split_lut), (ctypes.c_uint16 * _LUT)(*self.hp_lut))
         if cx > 0 and self.config.cta_order == "split":
@@ -597,7 +641,6 @@ class DecodePlan:
         self.o_part = torch.empty(bh * ns * self.group * head_dim, dtype=torch.float32, device=dev)
         self.lse_part = torch.empty(bh * ns * self.group, dtype=torch.float32, device=dev)
         # poll merge: every CTA resident at once (one wave) and <= 64 splits (the merger polls them from one warp)
-        resident = _resident_slots(per_sm, sms)
         self.merge_poll = int(bool(self.config.poll_merge) and cx == 0 and ns <= 64 and bh * ns <= resident)
         # the arrival counters, then (poll merge) one flag per partial slot
         self.counters = torch.zeros(bh + (bh * ns if self.merge_poll else 0), dtype=torch.int32, device=dev)
