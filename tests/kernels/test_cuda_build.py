@@ -71,12 +71,12 @@ def test_default_variant_rule_per_card():
         assert [rule(p, 8, card, have_all) for p in (1, 64, 255, 256)] == [4, 4, 4, 0]
         assert [rule(p, 4, card, have_none) for p in (64, 256)] == [4, 0]
         assert rule(8, 4, card, have_all, 10 ** 6) == 4
-    # H100, by (sequence, KV head) pairs and INT2 tiles: below 16 pairs 4, 7 from 5120 tiles; 16-63 pairs 4; from 64
+    # H100, by (sequence, KV head) pairs and INT2 tiles: below 16 pairs 4, 7 from 4608 tiles; 16-63 pairs 4; from 64
     # pairs 0, 4 from 1536 tiles; from 256 pairs 10, 0 from 3072 tiles, 11 from 6144; from 400 pairs 7
     def h100_rule(p, t, group=4, have=have_all, head_dim=128):
         return rule(p, group, h100, have, t, head_dim)
 
-    assert [h100_rule(8, t) for t in (0, 5119, 5120)] == [4, 4, 7]
+    assert [h100_rule(8, t) for t in (0, 4607, 4608)] == [4, 4, 7]
     assert [h100_rule(p, 10 ** 5) for p in (15, 16, 63)] == [7, 4, 4]
     assert [h100_rule(64, t) for t in (0, 1535, 1536, 10 ** 5)] == [0, 0, 4, 4]
     assert [h100_rule(255, t) for t in (1535, 1536)] == [0, 4]

@@ -373,7 +373,9 @@ class CudaDecodeConfig:
 # 0 224.1, 11 236.7), 0 at 64K (427.3 vs 438.4-438.5 for 10 / 11), 11 at 128K (827.4 vs 835.3 for 0, 842.6 for 10);
 # 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). Not taken: 128K b4 (32 pairs)
 # prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point. Thirty-eighth session: the deeper rings 12 / 13 and paired
-# 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log).
+# 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log). Fortieth session, 8 pairs at 2 + 31 splits (the filled
+# slots, CudaDecodeConfig.fill_tiles), three rounds (bench/results/2026-12-06_s40c_*.log): 4 at 48K (17.2 vs 19.2-19.4)
+# and 64K (20.3-20.4 vs 21.1-21.2), 7 at 80K (23.4 vs 23.8): 7 from 4608 tiles (74K) instead of 5120.
 # H100 80GB HBM3, head_dim 64, thirty-eighth session, two rounds (bench/results/2026-12-06_s38g_d64_sweep.log,
 # _s38h_d64_sweep.log, _s38j_d64_sweep.log; us, the winner against the best other of 0 / 4 / 5 / 7 / 10 / 11): 8 pairs:
 # 11 (16K 8.3 vs 9.1, 32K 10.9 vs 11.5, 64K 15.2 vs 15.2 for 5 and 16.7 for 4, 96K 17.6 vs 17.8, 128K 21.6-21.7 vs
@@ -383,7 +385,7 @@ class CudaDecodeConfig:
 # Not measured at head_dim 64: 400+ pairs.
 VARIANT_RULES = {
     ("H100 80GB HBM3", 128): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
-                              (16, 0, 4), (0, 5120, 7), (0, 0, 4)),
+                              (16, 0, 4), (0, 4608, 7), (0, 0, 4)),
     ("H100 80GB HBM3", 64): ((256, 6144, 11), (256, 0, 10), (0, 0, 11)),
 }
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
