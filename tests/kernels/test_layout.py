@@ -314,3 +314,42 @@ def test_fill_slots_fills_a_one_wave_grids_empty_slots_only_where_measured_to_pa
     for bh in (1, 2, 3, 4, 8, 12):
         n = _fill_slots(1, 100000, bh, 1056, 8, 132, cfg, 2, 1000)
         assert n + 2 <= _FILL_MAX_SPLITS and bh * (n + 2) <= 1056
+
+
+def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
+    """DecodePlan (CPU, the CUDA library and the device's properties faked): on an H100 at the Qwen3-8B shape, batch
+    1, the plan's grid and the per-length split tables the kernel reads agree, so a sequence at the plan's length
+    runs every split of the grid (fortieth session: a first version filled the grid but its tables still gave each
+    sequence the model's 14 INT2 splits, 32K 16.4 us against 14.9); the filled counts where measured to pay
+    (32K-80K), the model's elsewhere; and a plan with those counts given explicitly runs them the same way."""
+    from types import SimpleNamespace
+
+    from oscarkv.kernels import cuda_ops
+    from oscarkv.kernels.cuda_ops import DecodePlan
+    from oscarkv.kernels.paged import DecodeMeta
+
+    occupancy = {0: (4, 4), 4: (2, 8), 7: (2, 8), 10: (4, 4), 11: (2, 8)}  # variant: (CTAs per SM, warps) of the .cu
+    fake = SimpleNamespace(
+        oscar_int2_decode_occupancy=lambda dt, d, v: occupancy.get(v, (0, 0))[0],
+        oscar_int2_decode_warps=lambda dt, d, v: occupancy.get(v, (0, -1))[1],
+        oscar_int2_decode_cluster=lambda dt, d, v: 0, oscar_int2_decode_max_clusters=lambda dt, d, v: 0)
+    monkeypatch.setattr(cuda_ops, "lib", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: SimpleNamespace(name="NVIDIA H100 80GB HBM3", multi_processor_count=132))
+
+    def plan(L, B=1, **kw):
+        n = 16 * ((L - 320) // 16)  # the benchmarks' page rule: sink 64 + recent 256 in BF16, whole pages INT2
+        z = torch.zeros(B, 1, dtype=torch.int32)
+        meta = DecodeMeta(z, torch.full((B,), L - n, dtype=torch.int32), z, torch.full((B,), n, dtype=torch.int32),
+                          L - n, n)
+        p = DecodePlan(B, 32, 8, 128, meta, "cpu", **kw)
+        e = min(len(p.split_lut) - 1, (n // 16 - 1) // p.lut_tiles)  # the sequence's entry of the tables
+        return p.variant, p.n_hp, p.n_int2, p.hp_lut[e], p.split_lut[e], p.merge_slices
+
+    assert plan(16384) == (4, 3, 13, 3, 13, 1)
+    for L in (32768, 49152, 65536):
+        assert plan(L) == (4, 2, 31, 2, 31, 8), L
+    assert plan(81920) == (7, 2, 31, 2, 31, 8)
+    assert plan(131072) == (7, 2, 31, 2, 31, 8)
+    assert plan(65536, n_hp_splits=2, n_int2_splits=31) == plan(65536)
+    assert plan(65536, config=cuda_ops.CudaDecodeConfig(fill_tiles=0))[1:3] == (2, 14)
