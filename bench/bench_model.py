@@ -579,6 +579,17 @@ def _methods(args, ctx, oscar, bf16, equal_memory=False):
     return out
 
 
+def speedup_of_ideal(row: dict, suffix: str = "_compiled") -> dict | None:
+    """Issue 8's batch-1 figure of one context row: OSCAR's speedup over BF16 (graph replay times), the ideal speedup
+    from bytes (BF16's ideal / OSCAR's) and the share of the ideal the step reaches; None where either side is
+    missing, failed or has no ideal (CPU)."""
+    o, b = row.get("oscar" + suffix) or {}, row.get("bf16" + suffix) or {}
+    if not all(k in r and r[k] for r in (o, b) for k in ("replay_ms", "ideal_ms")):
+        return None
+    speedup, ideal = b["replay_ms"] / o["replay_ms"], b["ideal_ms"] / o["ideal_ms"]
+    return {"speedup": speedup, "ideal_speedup": ideal, "share_of_ideal": speedup / ideal}
+
+
 def run_model(name, cfg, args, device, bw, out):
     log(f"== {name}")
     t0 = time.time()
@@ -610,6 +621,12 @@ def run_model(name, cfg, args, device, bw, out):
             except Exception as e:
                 row[meth] = {"error": error_text(e)}
             log(f"  {ctx:>6} {meth:14s} {json.dumps(row[meth])[:400]}")
+        for suffix in ("", "_compiled"):
+            if (sp := speedup_of_ideal(row, suffix)) is not None:
+                row["speedup" + suffix] = sp
+                log(f"  {ctx:>6} speedup{suffix:9s} {sp['speedup']:.3f}x of the ideal {sp['ideal_speedup']:.3f}x = "
+                    f"{100 * sp['share_of_ideal']:.1f}% (OSCAR {row['oscar' + suffix]['replay_ms']:.3f} ms, BF16 "
+                    f"{row['bf16' + suffix]['replay_ms']:.3f} ms, replay)")
         rec["batch1"].append(row)
         out["models"] = [m for m in out["models"] if m["model"] != name] + [rec]
         Path(args.out).write_text(json.dumps(out, indent=1))

@@ -127,6 +127,19 @@ def test_bench_model_runs_batch1_and_equal_memory(tmp_path):
     assert eq["oscar"]["batch"] > eq["bf16"]["batch"] >= 1 and eq["oscar"]["tokens_per_s"] > 0
 
 
+def test_speedup_of_ideal_is_the_replay_ratio_over_the_ideal_ratio(bm):
+    """Issue 8's batch-1 share (forty-first session's 8B 128K row): replay-time speedup / ideal-from-bytes speedup;
+    None on CPU (no ideal) or with a side missing or failed."""
+    row = {"oscar_compiled": {"replay_ms": 7.754, "ideal_ms": 5.887},
+           "bf16_compiled": {"replay_ms": 12.614, "ideal_ms": 11.338}}
+    sp = bm.speedup_of_ideal(row)
+    assert sp["speedup"] == pytest.approx(1.627, abs=1e-3) and sp["ideal_speedup"] == pytest.approx(1.926, abs=1e-3)
+    assert sp["share_of_ideal"] == pytest.approx(0.845, abs=1e-3)
+    assert bm.speedup_of_ideal(row, "") is None
+    assert bm.speedup_of_ideal({**row, "bf16_compiled": {"error": "x"}}) is None
+    assert bm.speedup_of_ideal({**row, "oscar_compiled": {"replay_ms": 1.0, "ideal_ms": None}}) is None
+
+
 def _logits(bm, session, *args, **kw):
     """Two steps' logits of a bench session, and its KV bytes (None for the StaticCache session)."""
     with torch.no_grad(), session(*args, **kw) as s:
