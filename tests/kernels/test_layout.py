@@ -302,7 +302,7 @@ def test_fill_slots_fills_a_one_wave_grids_empty_slots_only_where_measured_to_pa
 
     from oscarkv.kernels.cuda_ops import _FILL_MAX_SPLITS, CudaDecodeConfig, _fill_slots
 
-    cfg = CudaDecodeConfig()
+    cfg = CudaDecodeConfig(fill_tiles=128)  # the H100's (FILL_TILES); DecodePlan resolves None by the card
     assert _fill_slots(14, 4076, 8, 264, 2, 132, cfg, 2, 200) == 31  # 64K batch 1
     assert _fill_slots(14, 2028, 8, 264, 2, 132, cfg, 2, 200) == 31  # 32K: 145 tiles per CTA
     assert _fill_slots(13, 1004, 8, 264, 2, 132, cfg, 3, 200) == 13  # 16K: 78 tiles per CTA < fill_tiles
@@ -321,7 +321,8 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
     1, the plan's grid and the per-length split tables the kernel reads agree, so a sequence at the plan's length
     runs every split of the grid (fortieth session: a first version filled the grid but its tables still gave each
     sequence the model's 14 INT2 splits, 32K 16.4 us against 14.9); the filled counts where measured to pay
-    (32K-80K), the model's elsewhere; and a plan with those counts given explicitly runs them the same way."""
+    (32K-80K), the model's elsewhere; a plan with those counts given explicitly runs them the same way; on a card the
+    fill has not been measured on (an H200) the model's count unless the config names fill_tiles."""
     from types import SimpleNamespace
 
     from oscarkv.kernels import cuda_ops
@@ -353,3 +354,8 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
     assert plan(131072) == (7, 2, 31, 2, 31, 8)
     assert plan(65536, n_hp_splits=2, n_int2_splits=31) == plan(65536)
     assert plan(65536, config=cuda_ops.CudaDecodeConfig(fill_tiles=0))[1:3] == (2, 14)
+    # a card the fill has not been measured on keeps the split model's count unless the config asks for the fill
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: SimpleNamespace(name="NVIDIA H200", multi_processor_count=132))
+    assert plan(65536)[1:3] == (2, 14)
+    assert plan(65536, config=cuda_ops.CudaDecodeConfig(fill_tiles=128))[1:3] == (2, 31)

@@ -18,7 +18,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -282,7 +282,8 @@ class CudaDecodeConfig:
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     fill_tiles:      where the split model's grid is one wave that leaves each SM's other CTA slots empty and its
                      CTAs would each stream at least this many INT2 tiles, take the splits that fill the slots
-                     (``_fill_slots``; 0: never). H100, fortieth session, batch 1 (8 KV heads), three rounds, 2 + 31
+                     (``_fill_slots``; 0: never; None: ``FILL_TILES`` of the card, 128 on the H100 and 0, the split
+                     model's count, on cards where the fill has not been measured). H100, fortieth session, batch 1 (8 KV heads), three rounds, 2 + 31
                      splits against the model's 2 + 14 (us): 32K 14.9 vs 15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs
                      21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64 (variant 11) 32K 10.7 vs 11.1-11.2, 64K
                      14.0-14.1 vs 15.4-15.5; below the threshold it loses (16K, 77 tiles per CTA: 13.2-13.3 vs
@@ -347,7 +348,7 @@ class CudaDecodeConfig:
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
     min_split_tiles: int = 8
-    fill_tiles: int = 128
+    fill_tiles: int | None = None  # None: FILL_TILES by card (0 on cards not measured)
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
@@ -439,6 +440,16 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
         if t < best_t - 1e-9:
             best, best_t = n, t
     return best
+
+
+# CudaDecodeConfig.fill_tiles when the config gives None, by the device name's model: the filled slots are measured
+# on the H100 only (fortieth / forty-first sessions); on other cards the split model's count stands (the H200's
+# twelfth-session sweep, an older kernel, had 2 + 14 splits 10% faster than 2 + 29 at 32K batch 1).
+FILL_TILES = {"H100 80GB HBM3": 128}
+
+
+def _default_fill_tiles(device_name: str) -> int:
+    return next((t for card, t in FILL_TILES.items() if card in device_name), 0)
 
 
 _FILL_MAX_SPLITS = 33  # the most splits per (sequence, KV head) _fill_slots gives: the largest count measured
@@ -590,6 +601,8 @@ class DecodePlan:
         L = lib()
         dev = torch.device(device)
         props = torch.cuda.get_device_properties(dev)
+        if self.config.fill_tiles is None:
+            self.config = replace(self.config, fill_tiles=_default_fill_tiles(props.name))
         bh = batch * num_kv_heads  # (sequence, KV head) pairs
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
