@@ -283,14 +283,15 @@ class CudaDecodeConfig:
     fill_tiles:      where the split model's grid is one wave that leaves each SM's other CTA slots empty and its
                      CTAs would each stream at least this many INT2 tiles, take the splits that fill the slots
                      (``_fill_slots``; 0: never; None: ``FILL_TILES`` of the card, 128 on the H100 and 0, the split
-                     model's count, on cards where the fill has not been measured). H100, fortieth session, batch 1 (8 KV heads), three rounds, 2 + 31
-                     splits against the model's 2 + 14 (us): 32K 14.9 vs 15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs
-                     21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64 (variant 11) 32K 10.7 vs 11.1-11.2, 64K
-                     14.0-14.1 vs 15.4-15.5; below the threshold it loses (16K, 77 tiles per CTA: 13.2-13.3 vs
-                     11.9-12.0; batch 2 at 4K: 11.3-11.4 vs 10.5-10.6). Through the plan on another H100 (forty-
-                     first session): 48K 17.2 vs 18.3, 64K 20.3 vs 21.7, head_dim 64 32K 10.6 vs 11.1, head_dim 128
-                     32K 15.2-15.3 vs 14.9-15.1 (a tie over the two hosts). Not measured on the H200 (its twelfth-session
-                     sweep, an older kernel without merge slices, had 2 + 14 10% faster than 2 + 29 at 32K).
+                     model's count, on cards where the fill has not been measured). H100, fortieth session, batch 1
+                     (8 KV heads), three rounds, 2 + 31 splits against the model's 2 + 14 (us): 32K 14.9 vs
+                     15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs 21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64
+                     (variant 11) 32K 10.7 vs 11.1-11.2, 64K 14.0-14.1 vs 15.4-15.5; below the threshold it loses
+                     (16K, 77 tiles per CTA: 13.2-13.3 vs 11.9-12.0; batch 2 at 4K: 11.3-11.4 vs 10.5-10.6). Through
+                     the plan on another H100 (forty-first session): 48K 17.2 vs 18.3, 64K 20.3 vs 21.7, head_dim 64
+                     32K 10.6 vs 11.1, head_dim 128 32K 15.2-15.3 vs 14.9-15.1 (a tie over the two hosts). Not
+                     measured on the H200 (its twelfth-session sweep, an older kernel without merge slices, had
+                     2 + 14 10% faster than 2 + 29 at 32K).
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
                      (the hp tier has no load pipeline: each tile a warp takes costs a memory latency).
                      None: 1 while the INT2 tier is short (<= 1024 tiles, 16K tokens: the hp tier is then
