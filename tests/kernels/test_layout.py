@@ -321,7 +321,7 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
     1, the plan's grid and the per-length split tables the kernel reads agree, so a sequence at the plan's length
     runs every split of the grid (fortieth session: a first version filled the grid but its tables still gave each
     sequence the model's 14 INT2 splits, 32K 16.4 us against 14.9); the filled counts where measured to pay
-    (32K-80K), the model's elsewhere; a plan with those counts given explicitly runs them the same way; on a card the
+    (36K-80K at head_dim 128, from 32K at 64), the model's elsewhere; a plan with those counts given explicitly runs them the same way; on a card the
     fill has not been measured on (an H200) the model's count unless the config names fill_tiles."""
     from types import SimpleNamespace
 
@@ -338,18 +338,21 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: SimpleNamespace(name="NVIDIA H100 80GB HBM3", multi_processor_count=132))
 
-    def plan(L, B=1, **kw):
+    def plan(L, B=1, head_dim=128, **kw):
         n = 16 * ((L - 320) // 16)  # the benchmarks' page rule: sink 64 + recent 256 in BF16, whole pages INT2
         z = torch.zeros(B, 1, dtype=torch.int32)
         meta = DecodeMeta(z, torch.full((B,), L - n, dtype=torch.int32), z, torch.full((B,), n, dtype=torch.int32),
                           L - n, n)
-        p = DecodePlan(B, 32, 8, 128, meta, "cpu", **kw)
+        p = DecodePlan(B, 32, 8, head_dim, meta, "cpu", **kw)
         e = min(len(p.split_lut) - 1, (n // 16 - 1) // p.lut_tiles)  # the sequence's entry of the tables
         return p.variant, p.n_hp, p.n_int2, p.hp_lut[e], p.split_lut[e], p.merge_slices
 
     assert plan(16384) == (4, 3, 13, 3, 13, 1)
-    for L in (32768, 49152, 65536):
+    # head_dim 128 fills from 160 tiles per CTA (FILL_TILES): 32K (145 at 2 + 14) keeps the model's count, 36K fills
+    assert plan(32768)[1:5] == (2, 14, 2, 14)
+    for L in (36864, 49152, 65536):
         assert plan(L) == (4, 2, 31, 2, 31, 8), L
+    assert plan(32768, head_dim=64)[1:5] == (2, 31, 2, 31)  # head_dim 64 from 128
     assert plan(81920) == (7, 2, 31, 2, 31, 8)
     assert plan(131072) == (7, 2, 31, 2, 31, 8)
     assert plan(65536, n_hp_splits=2, n_int2_splits=31) == plan(65536)
@@ -359,3 +362,4 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
                         lambda dev: SimpleNamespace(name="NVIDIA H200", multi_processor_count=132))
     assert plan(65536)[1:3] == (2, 14)
     assert plan(65536, config=cuda_ops.CudaDecodeConfig(fill_tiles=128))[1:3] == (2, 31)
+    assert plan(32768, head_dim=64)[1:3] == (2, 14)

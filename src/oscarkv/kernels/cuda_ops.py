@@ -282,14 +282,17 @@ class CudaDecodeConfig:
     min_split_tiles: at least this many 16-token tiles per INT2 split.
     fill_tiles:      where the split model's grid is one wave that leaves each SM's other CTA slots empty and its
                      CTAs would each stream at least this many INT2 tiles, take the splits that fill the slots
-                     (``_fill_slots``; 0: never; None: ``FILL_TILES`` of the card, 128 on the H100 and 0, the split
-                     model's count, on cards where the fill has not been measured). H100, fortieth session, batch 1
+                     (``_fill_slots``; 0: never; None: ``FILL_TILES`` of the card and head_dim, on the H100 128 at
+                     head_dim 64 and 160 at 128, and 0, the split model's count, on cards where the fill has not been
+                     measured). H100, fortieth session, batch 1
                      (8 KV heads), three rounds, 2 + 31 splits against the model's 2 + 14 (us): 32K 14.9 vs
                      15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs 21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64
                      (variant 11) 32K 10.7 vs 11.1-11.2, 64K 14.0-14.1 vs 15.4-15.5; below the threshold it loses
                      (16K, 77 tiles per CTA: 13.2-13.3 vs 11.9-12.0; batch 2 at 4K: 11.3-11.4 vs 10.5-10.6). Through
                      the plan on another H100 (forty-first session): 48K 17.2 vs 18.3, 64K 20.3 vs 21.7, head_dim 64
-                     32K 10.6 vs 11.1, head_dim 128 32K 15.2-15.3 vs 14.9-15.1 (a tie over the two hosts). Not
+                     32K 10.6 vs 11.1, head_dim 128 32K 15.2-15.3 vs 14.9-15.1; a third (forty-second): 32K 15.3-15.6
+                     vs 14.9-15.1, 36K 15.5 vs 15.7, 40K 16.2 vs 16.5, head_dim 64 32K 10.6 vs 11.1: hence 160 tiles
+                     at head_dim 128 (32K's 145 keeps 2 + 14) and 128 at head_dim 64. Not
                      measured on the H200 (its twelfth-session sweep, an older kernel without merge slices, had
                      2 + 14 10% faster than 2 + 29 at 32K).
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
@@ -349,7 +352,7 @@ class CudaDecodeConfig:
     wave_overhead: float = 400.0
     merge_cost: float = 0.5
     min_split_tiles: int = 8
-    fill_tiles: int | None = None  # None: FILL_TILES by card (0 on cards not measured)
+    fill_tiles: int | None = None  # None: FILL_TILES by card and head_dim (0 on cards not measured)
     hp_tiles_per_warp: int | None = None
     early_reads: bool = False
     l2_evict_first: bool = True
@@ -443,14 +446,19 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
     return best
 
 
-# CudaDecodeConfig.fill_tiles when the config gives None, by the device name's model: the filled slots are measured
-# on the H100 only (fortieth / forty-first sessions); on other cards the split model's count stands (the H200's
-# twelfth-session sweep, an older kernel, had 2 + 14 splits 10% faster than 2 + 29 at 32K batch 1).
-FILL_TILES = {"H100 80GB HBM3": 128}
+# CudaDecodeConfig.fill_tiles when the config gives None, by the device name's model and the head_dim: the filled
+# slots are measured on the H100 only (fortieth to forty-second sessions); on other cards the split model's count
+# stands (the H200's twelfth-session sweep, an older kernel, had 2 + 14 splits 10% faster than 2 + 29 at 32K batch 1).
+# head_dim 128 from 160 tiles per CTA: at 32K batch 1 (145 tiles at 2 + 14) 2 + 14 was faster in eight of eleven
+# rounds over three hosts (forty-first, forty-second sessions: 14.9-15.1 vs 15.2-15.6 us; fortieth: 2 + 31 by
+# 0.1-0.3), at 36K (164 tiles) 2 + 31 by 0.2 (15.5 vs 15.7, two rounds), at 40K by 0.3; head_dim 64 (variant 11) from
+# 128: 2 + 31 faster at 32K by 0.4-0.5 us in every round on three hosts.
+FILL_TILES = {"H100 80GB HBM3": {64: 128, 128: 160}}
 
 
-def _default_fill_tiles(device_name: str) -> int:
-    return next((t for card, t in FILL_TILES.items() if card in device_name), 0)
+def _default_fill_tiles(device_name: str, head_dim: int) -> int:
+    by_dim = next((t for card, t in FILL_TILES.items() if card in device_name), {})
+    return by_dim.get(head_dim, 0)
 
 
 _FILL_MAX_SPLITS = 33  # the most splits per (sequence, KV head) _fill_slots gives: the largest count measured
@@ -603,7 +611,7 @@ class DecodePlan:
         dev = torch.device(device)
         props = torch.cuda.get_device_properties(dev)
         if self.config.fill_tiles is None:
-            self.config = replace(self.config, fill_tiles=_default_fill_tiles(props.name))
+            self.config = replace(self.config, fill_tiles=_default_fill_tiles(props.name, head_dim))
         bh = batch * num_kv_heads  # (sequence, KV head) pairs
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
