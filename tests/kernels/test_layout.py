@@ -321,8 +321,9 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
     1, the plan's grid and the per-length split tables the kernel reads agree, so a sequence at the plan's length
     runs every split of the grid (fortieth session: a first version filled the grid but its tables still gave each
     sequence the model's 14 INT2 splits, 32K 16.4 us against 14.9); the filled counts where measured to pay
-    (36K-80K at head_dim 128, from 32K at 64), the model's elsewhere; a plan with those counts given explicitly runs them the same way; on a card the
-    fill has not been measured on (an H200) the model's count unless the config names fill_tiles."""
+    (36K-80K at head_dim 128, from 32K at 64), the model's elsewhere; a plan with those counts given explicitly runs
+    them the same way; on a card the fill has not been measured on (an H200) the model's count unless the config
+    names fill_tiles."""
     from types import SimpleNamespace
 
     from oscarkv.kernels import cuda_ops

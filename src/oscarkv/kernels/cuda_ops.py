@@ -284,15 +284,14 @@ class CudaDecodeConfig:
                      CTAs would each stream at least this many INT2 tiles, take the splits that fill the slots
                      (``_fill_slots``; 0: never; None: ``FILL_TILES`` of the card and head_dim, on the H100 128 at
                      head_dim 64 and 160 at 128, and 0, the split model's count, on cards where the fill has not been
-                     measured). H100, fortieth session, batch 1
-                     (8 KV heads), three rounds, 2 + 31 splits against the model's 2 + 14 (us): 32K 14.9 vs
-                     15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs 21.7-21.9, 80K 23.8 vs 25.0 (variant 4); head_dim 64
-                     (variant 11) 32K 10.7 vs 11.1-11.2, 64K 14.0-14.1 vs 15.4-15.5; below the threshold it loses
-                     (16K, 77 tiles per CTA: 13.2-13.3 vs 11.9-12.0; batch 2 at 4K: 11.3-11.4 vs 10.5-10.6). Through
-                     the plan on another H100 (forty-first session): 48K 17.2 vs 18.3, 64K 20.3 vs 21.7, head_dim 64
-                     32K 10.6 vs 11.1, head_dim 128 32K 15.2-15.3 vs 14.9-15.1; a third (forty-second): 32K 15.3-15.6
-                     vs 14.9-15.1, 36K 15.5 vs 15.7, 40K 16.2 vs 16.5, head_dim 64 32K 10.6 vs 11.1: hence 160 tiles
-                     at head_dim 128 (32K's 145 keeps 2 + 14) and 128 at head_dim 64. Not
+                     measured). H100, fortieth session, batch 1 (8 KV heads), three rounds, 2 + 31 splits against the
+                     model's 2 + 14 (us): 32K 14.9 vs 15.0-15.2, 48K 17.2 vs 18.3, 64K 20.3 vs 21.7-21.9, 80K 23.8 vs
+                     25.0 (variant 4); head_dim 64 (variant 11) 32K 10.7 vs 11.1-11.2, 64K 14.0-14.1 vs 15.4-15.5;
+                     below the threshold it loses (16K, 77 tiles per CTA: 13.2-13.3 vs 11.9-12.0; batch 2 at 4K:
+                     11.3-11.4 vs 10.5-10.6). Through the plan on another H100 (forty-first session): 48K 17.2 vs
+                     18.3, 64K 20.3 vs 21.7, head_dim 64 32K 10.6 vs 11.1, head_dim 128 32K 15.2-15.3 vs 14.9-15.1; a
+                     third (forty-second): 32K 15.3-15.6 vs 14.9-15.1, 36K 15.5 vs 15.7, 40K 16.2 vs 16.5, head_dim 64
+                     32K 10.6 vs 11.1: hence 160 tiles at head_dim 128 (32K's 145 keeps 2 + 14) and 128 at 64. Not
                      measured on the H200 (its twelfth-session sweep, an older kernel without merge slices, had
                      2 + 14 10% faster than 2 + 29 at 32K).
     hp_tiles_per_warp: BF16 sink / recent tiles per warp when the batch leaves room for more hp splits
