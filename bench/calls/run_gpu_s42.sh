@@ -5,7 +5,7 @@
 # 1. On an H200 only (it has run neither the ring at phase 0 nor the filled slots; README's H200 columns are the
 #    thirty-fifth session's): the filled slots at 32K / 48K / 64K batch 1, every peer in the same run; the plan on an
 #    H200 keeps the split model's 2 + 14 (cuda_ops.FILL_TILES: the fill is on by default on the H100 only), 2 + 31 runs
-#    as ours_alt (and at head_dim 64). If 2 + 31 wins there, add the H200 to FILL_TILES.
+#    as ours_alt (and at head_dim 64). If 2 + 31 wins there, add the H200 to FILL_TILES (per head_dim since 5a1c273).
 # 2. Issue 7's whole table on the card at hand (the last is the thirtieth session's, H100, before the phase-0 ring,
 #    variant 7, merge slices and the filled slots): 4K-128K x batch 1 / 8 / 32 / 128 at head_dim 128, our kernel
 #    against cuDNN SDPA, flash SDPA, FlashInfer BF16 and FP8-KV, the run's copy bandwidth, the append (plain and with
