@@ -403,12 +403,17 @@ def variant_built(dtype: torch.dtype, head_dim: int, variant: int) -> bool:
     return lib().oscar_int2_decode_warps(_DT[dtype], head_dim, variant) > 0
 
 
+def _per_card(table: dict, device_name: str, head_dim: int, default):
+    """The entry of a per-card table keyed by (device name's model, head_dim) (VARIANT_RULES, FILL_TILES) for this
+    device and head_dim; ``default`` where it has none."""
+    return next((v for (card, d), v in table.items() if card in device_name and d == head_dim), default)
+
+
 def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
                      head_dim: int = 128) -> int:
     """DecodePlan's variant when the config names none: the first row of the (card, head_dim)'s VARIANT_RULES that
     ``pairs`` and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment says."""
-    rules = next((r for (card, d), r in VARIANT_RULES.items() if card in device_name and d == head_dim),
-                 VARIANT_RULES_DEFAULT)
+    rules = _per_card(VARIANT_RULES, device_name, head_dim, VARIANT_RULES_DEFAULT)
     for min_pairs, min_tiles, v in rules:
         if pairs < min_pairs or i2_tiles < min_tiles:
             continue
@@ -452,12 +457,7 @@ def _choose_int2_splits(max_tiles: int, bh: int, sms: int, per_sm: int, cfg: Cud
 # rounds over three hosts (forty-first, forty-second sessions: 14.9-15.1 vs 15.2-15.6 us; fortieth: 2 + 31 by
 # 0.1-0.3), at 36K (164 tiles) 2 + 31 by 0.2 (15.5 vs 15.7, two rounds), at 40K by 0.3; head_dim 64 (variant 11) from
 # 128: 2 + 31 faster at 32K by 0.4-0.5 us in every round on three hosts.
-FILL_TILES = {"H100 80GB HBM3": {64: 128, 128: 160}}
-
-
-def _default_fill_tiles(device_name: str, head_dim: int) -> int:
-    by_dim = next((t for card, t in FILL_TILES.items() if card in device_name), {})
-    return by_dim.get(head_dim, 0)
+FILL_TILES = {("H100 80GB HBM3", 128): 160, ("H100 80GB HBM3", 64): 128}
 
 
 _FILL_MAX_SPLITS = 33  # the most splits per (sequence, KV head) _fill_slots gives: the largest count measured
@@ -610,7 +610,7 @@ class DecodePlan:
         dev = torch.device(device)
         props = torch.cuda.get_device_properties(dev)
         if self.config.fill_tiles is None:
-            self.config = replace(self.config, fill_tiles=_default_fill_tiles(props.name, head_dim))
+            self.config = replace(self.config, fill_tiles=_per_card(FILL_TILES, props.name, head_dim, 0))
         bh = batch * num_kv_heads  # (sequence, KV head) pairs
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
