@@ -413,24 +413,48 @@ def bench_sdpa(B, L, dev, which):
     return t, nbytes
 
 
-def bench_flashinfer(B, L, dev, kv_dtype):
+def flashinfer_config(x):
+    """A FlashInfer decode configuration of --flashinfer-configs: "tc16" = tensor-core decode (FlashInfer's
+    ``use_tensor_cores=True``) on pages of 16 tokens, "cc64" = its CUDA-core decode on pages of 64."""
+    m = re.fullmatch(r"(tc|cc)(\d+)", str(x).strip())
+    if not m or int(m.group(2)) < 1:
+        raise ValueError(f"FlashInfer config {x!r}: expected tc<page> or cc<page>, e.g. tc16 or cc64")
+    return m.group(1) == "tc", int(m.group(2))
+
+
+def flashinfer_configs(x):
+    """--flashinfer-configs: a comma-separated list of flashinfer_config names, checked."""
+    out = [c.strip() for c in x.split(",") if c.strip()]
+    try:
+        [flashinfer_config(c) for c in out]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if not out or len(set(out)) < len(out):
+        raise argparse.ArgumentTypeError(f"{x!r}: expected distinct configurations, e.g. tc16,cc16,tc64")
+    return out
+
+
+def bench_flashinfer(B, L, dev, kv_dtype, config="tc16"):
+    """FlashInfer's paged decode on a BF16 (or FP8) cache in random page order; ``config``: see
+    flashinfer_config."""
     import flashinfer
 
+    tensor_cores, page = flashinfer_config(config)
     esz = 1 if kv_dtype == torch.float8_e4m3fn else 2
     nbytes = B * HKV * L * 2 * D * esz
     R = copies_for(nbytes)
-    npg = -(-L // BS)
+    npg = -(-L // page)
     gen = torch.Generator(device="cpu").manual_seed(0)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tensor_cores)
     indptr = torch.arange(B + 1, dtype=torch.int32, device=dev) * npg
     indices = torch.randperm(B * npg, generator=gen).int().to(dev)
-    last = torch.full((B,), L - (npg - 1) * BS, dtype=torch.int32, device=dev)
-    w.plan(indptr, indices, last, HQ, HKV, D, BS, pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
+    last = torch.full((B,), L - (npg - 1) * page, dtype=torch.int32, device=dev)
+    w.plan(indptr, indices, last, HQ, HKV, D, page, pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
            kv_data_type=kv_dtype)
     caches = []
     for _ in range(R):
-        c = torch.randn(B * npg, 2, BS, HKV, D, device=dev, dtype=torch.bfloat16)
+        c = torch.randn(B * npg, 2, page, HKV, D, device=dev, dtype=torch.bfloat16)
         caches.append(c.to(kv_dtype) if kv_dtype != torch.bfloat16 else c)
         del c
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
@@ -538,6 +562,9 @@ def main():
     ap.add_argument("--batches", default="1,8,32,128")
     ap.add_argument("--max-bf16-gb", type=float, default=40.0, help="skip points whose BF16 cache exceeds this")
     ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--flashinfer-configs", type=flashinfer_configs,
+                    default=["tc16"], help="FlashInfer decode configurations to time (tc|cc + page size, e.g. "
+                    "tc16,cc16,tc64,cc64); with several, the tables take the fastest of each dtype")
     ap.add_argument("--no-triton", action="store_true")
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
@@ -750,8 +777,20 @@ def main():
                 run("sdpa_flash", lambda: bench_sdpa(B, L, dev, "flash"))
                 run("sdpa_cudnn", lambda: bench_sdpa(B, L, dev, "cudnn"))
             if fi:
-                run("fi_bf16", lambda: bench_flashinfer(B, L, dev, torch.bfloat16))
-                run("fi_fp8", lambda: bench_flashinfer(B, L, dev, torch.float8_e4m3fn))
+                for name, dt in (("fi_bf16", torch.bfloat16), ("fi_fp8", torch.float8_e4m3fn)):
+                    if len(a.flashinfer_configs) == 1:
+                        run(name, lambda dt=dt: bench_flashinfer(B, L, dev, dt, a.flashinfer_configs[0]))
+                        continue
+                    # each configuration as <name>_<config>; <name> itself is the fastest of them
+                    for c in a.flashinfer_configs:
+                        run(f"{name}_{c}", lambda dt=dt, c=c: bench_flashinfer(B, L, dev, dt, c))
+                    done = [c for c in a.flashinfer_configs if f"{name}_{c}_us" in row]
+                    if done:
+                        best = min(done, key=lambda c: row[f"{name}_{c}_us"])
+                        row.update({f"{name}_{k}": row[f"{name}_{best}_{k}"] for k in ("us", "bytes", "TBps")})
+                        row[f"{name}_config"] = best
+                        log(f"  L={L} B={B} {name}: " + ", ".join(f"{c} {row[f'{name}_{c}_us']:.1f}" for c in done)
+                            + f" us (best {best})")
             bf16s = [row[k] for k in ("sdpa_flash_us", "sdpa_cudnn_us", "fi_bf16_us") if k in row]
             if "ours_us" in row:
                 row["ours_frac_copy"] = row["ours_TBps"] * 1e12 / bw

@@ -248,6 +248,20 @@ def test_split_spec_parses_and_refuses_bad_specs():
     assert r.returncode == 2 and "Traceback" not in r.stderr and "'2+31' is not LxB=hp+int2" in r.stderr
 
 
+def test_flashinfer_configs_parse_and_refuse_bad_lists():
+    """--flashinfer-configs of bench_decode.py: tensor-core / CUDA-core decode and the page size per entry; a bad
+    entry or a repeated one is a one-line argparse error before any work."""
+    bd = bench_module("bench_decode")
+    assert bd.flashinfer_configs("tc16, cc64,") == ["tc16", "cc64"]
+    assert [bd.flashinfer_config(c) for c in ("tc16", "cc64")] == [(True, 16), (False, 64)]
+    for bad in ("tc", "xx16", "tc0", "tc16,tc16", ","):
+        with pytest.raises(bd.argparse.ArgumentTypeError):
+            bd.flashinfer_configs(bad)
+    r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", "--flashinfer-configs", "tc16,gpu"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "expected tc<page> or cc<page>" in r.stderr
+
+
 def test_trace_decode_summary_reads_the_kernel_records():
     """bench/trace_decode.py's summary of the trace build's records (synthetic here: two CTAs of two warps, the
     second the merging one, its SM at 2 cycles per ns): spreads from the first entry, the end after the last warp's
