@@ -9,27 +9,4 @@ T="$(date +%Y-%m-%d)_s41c"
 source bench/gpu_env.sh
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_s41
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-summary() {
-  python3 - "$1" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for m in d["models"]:
-    for r in m["batch1"]:
-        o, b = r.get("oscar_compiled"), r.get("bf16_compiled")
-        if not o or not b:
-            print(m["model"], r["context"], "incomplete row"); continue
-        sp, ideal = b["replay_ms"] / o["replay_ms"], b["ideal_ms"] / o["ideal_ms"]
-        print(f'{m["model"]} {r["context"]:>6}: oscar {o["step_ms"]:.3f} ({o["replay_ms"]:.3f}) ideal {o["ideal_ms"]:.3f} | '
-              f'bf16 {b["step_ms"]:.3f} ({b["replay_ms"]:.3f}) ideal {b["ideal_ms"]:.3f} | {sp:.3f}x of {ideal:.3f}x '
-              f'= {100 * sp / ideal:.1f}% | {o["kv_bytes_per_token"]:.0f} B/token {o["bits_per_element_allocated"]:.2f} bits')
-print(f'copy {d["copy_bandwidth_bytes_per_s"] / 1e12:.3f} TB/s, {d.get("device")}, commit {d.get("commit")}')
-PY
-}
-for m in qwen3-8b qwen3-4b; do
-  [ $(left) -ge 150 ] || break
-  timeout $(( $(left) - 5 )) python3 bench/bench_model.py --models $m --contexts 8192,32768,65536,131072 \
-    --modes compiled --tput-context 0 --fuse-projections --steps 20 --compiled-bf16-backends CUDNN_ATTENTION \
-    --out "$OUT/${T}_$m.json" > "$OUT/${T}_$m.log" 2>&1
-  t "bench_model $m rc=$?"; grep -E "rror" "$OUT/${T}_$m.log" | tail -3 | cut -c1-250
-  [ -s "$OUT/${T}_$m.json" ] && summary "$OUT/${T}_$m.json"
-done
+batch1_table "qwen3-8b qwen3-4b"

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Prepared in the forty-first session for the next one (not yet run). Any card, one GPU, < 10 min, carry
-# [".whl", ".kcache"] (the tree's library prebuilt into .kcache on the CPU machine: docs/KERNELS.md, "Build"):
-#   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s42.sh
+# Prepared in the forty-first session (run in the forty-second, on an H100: part 2 only). Any card, one GPU, < 10 min,
+# carry [".whl", ".kcache"] (the tree's library prebuilt into .kcache on the CPU machine: docs/KERNELS.md, "Build"):
+#   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> [TAG=s43] bash bench/calls/run_gpu_s42.sh
+# (TAG: the results' file tag, default s42; a later session's rerun names its own, e.g. TAG=s43 for the H200 try.)
 # 1. On an H200 only (it has run neither the ring at phase 0 nor the filled slots; README's H200 columns are the
 #    thirty-fifth session's): the filled slots at 32K / 48K / 64K batch 1, every peer in the same run; the plan on an
 #    H200 keeps the split model's 2 + 14 (cuda_ops.FILL_TILES: the fill is on by default on the H100 only), 2 + 31 runs
@@ -11,7 +12,7 @@
 #    against cuDNN SDPA, flash SDPA, FlashInfer BF16 and FP8-KV, the run's copy bandwidth, the append (plain and with
 #    R_K) at batch 1 / 256; then head_dim 64 at 32K / 128K x batch 1 / 32.
 set -u
-T="$(date +%Y-%m-%d)_s42"
+T="$(date +%Y-%m-%d)_${TAG:-s42}"
 source bench/gpu_env.sh
 CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
