@@ -141,6 +141,20 @@ def _int2_tile(KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb, BT, s
 
 
 @triton.jit
+def _plane_scales(S, Z, srow, nm, PPG: tl.constexpr):
+    """Grouped scales (NG > 1): each of the four 2-bit planes' per-token (scale, zero); plane p uses group p // PPG."""
+    s0 = tl.load(S + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+    s1 = tl.load(S + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+    s2 = tl.load(S + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+    s3 = tl.load(S + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+    z0 = tl.load(Z + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
+    z1 = tl.load(Z + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
+    z2 = tl.load(Z + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
+    z3 = tl.load(Z + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+    return s0, s1, s2, s3, z0, z1, z2, z3
+
+
+@triton.jit
 def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s_sh, s_sb,
                 BT, s_bt, LENS, O, LSE, s_ob, s_oh, s_os,
                 b, kvh, sp, osp, nsplit, scale_log2,
@@ -197,14 +211,7 @@ def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s
             qc = tl.dot(_codes(kc, 3, QK_DT, ASM), q3, qc)
             qk = qc * ks[:, None] + kz[:, None] * (qs0 + qs1 + qs2 + qs3)[None, :]
         else:
-            ks0 = tl.load(KS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
-            ks1 = tl.load(KS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
-            ks2 = tl.load(KS + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
-            ks3 = tl.load(KS + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
-            kz0 = tl.load(KZ + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
-            kz1 = tl.load(KZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
-            kz2 = tl.load(KZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
-            kz3 = tl.load(KZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            ks0, ks1, ks2, ks3, kz0, kz1, kz2, kz3 = _plane_scales(KS, KZ, srow, nm, PPG)
             qk = tl.dot(_codes(kc, 0, QK_DT, ASM), q0) * ks0[:, None] + kz0[:, None] * qs0[None, :]
             qk += tl.dot(_codes(kc, 1, QK_DT, ASM), q1) * ks1[:, None] + kz1[:, None] * qs1[None, :]
             qk += tl.dot(_codes(kc, 2, QK_DT, ASM), q2) * ks2[:, None] + kz2[:, None] * qs2[None, :]
@@ -224,14 +231,7 @@ def _int2_split(Q, s_qb, s_qh, KC, VC, KS, KZ, VS, VZ, s_cn, s_ch, s_cb, s_sn, s
             a3 = tl.dot(_codes(vc, 3, PV_DT, ASM), ps, a3 * alpha[None, :])
             z0 = z0 * alpha + tl.sum(p * vz[:, None], axis=0)
         else:
-            vs0 = tl.load(VS + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vs1 = tl.load(VS + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vs2 = tl.load(VS + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vs3 = tl.load(VS + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vz0 = tl.load(VZ + srow + 0 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vz1 = tl.load(VZ + srow + 1 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vz2 = tl.load(VZ + srow + 2 // PPG, mask=nm, other=0.0).to(tl.float32)
-            vz3 = tl.load(VZ + srow + 3 // PPG, mask=nm, other=0.0).to(tl.float32)
+            vs0, vs1, vs2, vs3, vz0, vz1, vz2, vz3 = _plane_scales(VS, VZ, srow, nm, PPG)
             a0 = tl.dot(_codes(vc, 0, PV_DT, ASM), (p * vs0[:, None]).to(PV_DT), a0 * alpha[None, :])
             a1 = tl.dot(_codes(vc, 1, PV_DT, ASM), (p * vs1[:, None]).to(PV_DT), a1 * alpha[None, :])
             a2 = tl.dot(_codes(vc, 2, PV_DT, ASM), (p * vs2[:, None]).to(PV_DT), a2 * alpha[None, :])
