@@ -50,34 +50,36 @@ def test_write_kv_matches_reference_bit_for_bit(d, group, k_clip, chunks, device
 
 
 @pytest.mark.parametrize("d,k_clip,chunks,page", [(64, 0.96, 1, None), (64, None, 3, 1), (128, 0.9, 2, None)])
-def test_write_kv_into_tile16_pools_matches_reference(d, k_clip, chunks, page):
+def test_write_kv_into_tile16_pools_matches_reference(d, k_clip, chunks, page, device):
     """The Triton append writing a tile16 pool row by row (each code to its 2-bit field by atomics: a V word holds
     two tokens' codes, written by two programs of one launch) == the torch reference; chunks write several
     tokens of one block in one launch, page 1 demotes row by row."""
     lens = [3, 29, 70]
-    kw = dict(d=d, k_clip=k_clip, chunks=chunks, bs=16, sink=16, recent=16, layout="tile16", page=page)
+    kw = dict(d=d, k_clip=k_clip, chunks=chunks, bs=16, sink=16, recent=16, layout="tile16", page=page, device=device)
     a = build(lens, backend="torch", **kw)
     b = build(lens, backend="triton", **kw)
     _assert_pools_equal(a[1], b[1])
     assert a[1].k_codes.any() and a[1].v_codes.any()
 
 
-def test_tile16_row_writes_clear_stale_bits():
+def test_tile16_row_writes_clear_stale_bits(device):
     """Rows written over a reused tile16 block full of stale bits (random bytes), several rows of one block in
     one launch, in random order: every other token's bits stay, the written tokens' bits are the new codes."""
     from oscarkv.kernels.paged import WritePlan
 
     g = torch.Generator().manual_seed(3)
     pools = [MixedKVPool.allocate(6, 2, 16, 2, 64, QuantConfig(group_size=64), QuantConfig(group_size=64),
-                                  layout="tile16") for _ in range(2)]
+                                  layout="tile16", device=device) for _ in range(2)]
     junk = torch.randint(0, 256, pools[0].k_codes.shape, generator=g, dtype=torch.uint8)
     for p in pools:
-        p.k_codes.copy_(junk)
-        p.v_codes.copy_(junk.flip(0))
-    slots = torch.randperm(5 * 16, generator=g)[:37] + 16  # blocks 1..5, 37 distinct slots
-    k, v = torch.randn(37, 2, 64, generator=g).bfloat16(), torch.randn(37, 2, 64, generator=g).bfloat16()
-    none = torch.full((37,), -1)
-    plan = WritePlan(none, slots, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), True)
+        p.k_codes.copy_(junk.to(device))
+        p.v_codes.copy_(junk.flip(0).to(device))
+    slots = (torch.randperm(5 * 16, generator=g)[:37] + 16).to(device)  # blocks 1..5, 37 distinct slots
+    k = torch.randn(37, 2, 64, generator=g).bfloat16().to(device)
+    v = torch.randn(37, 2, 64, generator=g).bfloat16().to(device)
+    none = torch.full((37,), -1, device=device)
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    plan = WritePlan(none, slots, empty, empty, True)
     write_kv(pools[0], k, v, plan, backend="torch")
     write_kv(pools[1], k, v, plan, backend="triton")
     _assert_pools_equal(*pools)
