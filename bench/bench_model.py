@@ -15,7 +15,7 @@ Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
     - "bf16": transformers StaticCache (max_cache_len = context + 1) with an attention function that
       runs torch SDPA over the static buffer, the decode step captured in a CUDA graph the same way;
       each SDPA backend (flash, cuDNN, efficient) is captured, and FlashInfer's paged BF16 decode in the
-      same loop (``paged_bf16_session``: page-16 pools, the step's K/V written into them, one planned
+      same loop (``paged_bf16_session``: page-64 pools, the step's K/V written into them, one planned
       ``BatchDecodeWithPagedKVCacheWrapper`` for all layers); the fastest is reported;
   with ``--modes compiled`` also "oscar_compiled" / "bf16_compiled": the same steps ``torch.compile``d
   first (``oscarkv.cache.graph.compiled_forward``: one compilation of ``model.forward`` shared by both
@@ -352,7 +352,7 @@ def bf16_session(model, cfg, context, batch, device, compile=False):
 
 # ------------------------------------------------------------------ BF16 (paged, FlashInfer's decode)
 PAGED_BF16_ATTN = "bench_bf16_paged"
-PAGED_BF16_PAGE = 16  # tokens per page, bench_decode's FlashInfer page
+PAGED_BF16_PAGE = 64  # tokens per page: FlashInfer's faster page of bench_decode's (16 / 64; BENCHMARKS.md, 2026-12-07)
 
 
 def paged_bf16_decode_torch(q, pool, n_tokens, scaling):

@@ -156,12 +156,13 @@ def test_paged_bf16_session_equals_the_static_cache_step(bm, compile):
     as the StaticCache step, step after step (the write position is reset)."""
     cfg = bm.tiny_config()
     model = bm.build_model(cfg, "cpu")
-    ctx, batch = 40, 2  # 41 tokens: a partial last page of 16
+    ctx, batch = 40, 2  # 41 tokens: a partial last page
     a1, a2, _ = _logits(bm, bm.bf16_session, model, cfg, ctx, batch, "cpu", compile)
     b1, b2, alloc = _logits(bm, bm.paged_bf16_session, model, cfg, ctx, batch, "cpu", compile, "torch")
     torch.testing.assert_close(b1, a1, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(b2, a2, rtol=1e-5, atol=1e-5)
-    assert alloc == 2 * batch * 3 * 16 * bm.dims(cfg)[1] * bm.dims(cfg)[2] * 4 * cfg.num_hidden_layers
+    pages = -(-41 // bm.PAGED_BF16_PAGE)
+    assert alloc == 2 * batch * pages * bm.PAGED_BF16_PAGE * bm.dims(cfg)[1] * bm.dims(cfg)[2] * 4 * cfg.num_hidden_layers
 
 
 def test_paged_bf16_decode_torch_reads_only_the_first_tokens(bm):
