@@ -18,8 +18,9 @@ rows() {  # $1 contexts, $2 batches, $3 tag, $4 more bench_decode arguments, $5 
     --batches "$2" ${4:-} --out "$OUT/${T}_$3.json" > "$OUT/${T}_$3.log" 2>&1
   t "$3 rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_$3.log" | cut -c1-330
 }
-rows 131072,32768 1,32 key "--alt-splits 32768x1=2+31" $(( $(left) - 300 ))
-[ $(left) -gt 200 ] && variant_sweep 131072x1,32768x1 4,7,11 var_b1 150
+K=$(( $(left) - 300 )); [ $K -lt 260 ] && K=$(( $(left) - 20 < 260 ? $(left) - 20 : 260 ))  # the key rows take ~220 s
+rows 131072,32768 1,32 key "--alt-splits 32768x1=2+31" $K
+[ $(left) -gt 200 ] && variant_sweep 131072x1,32768x1 4,7,11 var_b1 $(( $(left) > 330 ? 150 : 90 ))
 [ $(left) -gt 160 ] && variant_sweep 131072x32 0,7,10,11 var_b32 110
 [ $(left) -gt 100 ] && rows 49152,65536 1 fill "--alt-splits 49152x1=2+31,65536x1=2+31" $(( $(left) - 50 ))
 [ $(left) -gt 45 ] && rows 32768 1 fill_d64 "--head-dim 64 --alt-splits 32768x1=2+31" $(( $(left) - 5 ))
