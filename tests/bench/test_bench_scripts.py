@@ -311,3 +311,23 @@ def test_trace_decode_refuses_without_a_gpu():
     r = subprocess.run([sys.executable, str(BENCH / "trace_decode.py"), "--points", "1024x1"], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "needs a CUDA GPU" in r.stderr
+
+
+def test_mma_sass_names_native_and_emulated_mmas():
+    """bench/mma_sass.py (no GPU): u8 x s8 is one native IMMA on sm_90a; e4m3 mma.sync is emulated there
+    (F2FP unpacks + HMMA), the reason the INT2 kernel keeps an fp16 V side on Hopper (docs/KERNELS.md)."""
+    import shutil
+
+    ms = bench_module("mma_sass")
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    try:
+        ms.tool("cuobjdump")
+    except SystemExit:
+        pytest.skip("needs cuobjdump (PATH or triton's bundled copy)")
+    ops = lambda lines: [x.split()[0] for x in lines]  # noqa: E731
+    assert ops(ms.sass_of("s32.u8.s8.s32", "sm_90a")) == ["IMMA.16832.U8.S8"]
+    fp8 = ops(ms.sass_of("f32.e4m3.e4m3.f32", "sm_90a"))
+    assert "HMMA.16816.F32" in fp8 and any(o.startswith("F2FP") for o in fp8) and not any("QMMA" in o for o in fp8)
+    with pytest.raises(SystemExit, match="unknown --types"):
+        ms.sass_of("f32.bf16.e4m3.f32", "sm_90a")
