@@ -13,6 +13,7 @@ through ``wgmma`` only, so that path adds instructions there. u8 x s8 (the K sid
 from __future__ import annotations
 
 import argparse
+import collections
 import re
 import subprocess
 import tempfile
@@ -65,8 +66,9 @@ def main():
     for arch in a.arch.split(","):
         for types in a.types.split(","):
             lines = sass_of(types, arch)
-            kinds = sorted({op.split()[0] for op in lines})
-            print(f"{arch} mma.sync {types}: {len(lines)} instructions ({', '.join(f'{sum(o.split()[0] == k for o in lines)} {k}' for k in kinds)})")
+            counts = collections.Counter(op.split()[0] for op in lines)
+            print(f"{arch} mma.sync {types}: {len(lines)} instructions ("
+                  + ", ".join(f"{n} {op}" for op, n in sorted(counts.items())) + ")")
 
 
 if __name__ == "__main__":
