@@ -160,6 +160,56 @@ def split_spec(spec: str) -> list[tuple[str, tuple[int, int]]]:
     return out
 
 
+def spec_list(parse, example, empty_ok=False):
+    """argparse type of a comma-separated list whose entries ``parse`` converts (raising ValueError): the whole list
+    is checked when the arguments are read, so a bad entry is one line before any GPU work starts. ``empty_ok``: ""
+    is the empty list (``--contexts ""``: no table rows, e.g. a sweep only)."""
+    def convert(x):
+        try:
+            out = [parse(e.strip()) for e in str(x).split(",") if e.strip()]
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{e} (e.g. {example})") from None
+        if not out and not empty_ok:
+            raise argparse.ArgumentTypeError(f"empty list (e.g. {example})")
+        return out
+    return convert
+
+
+def count(x, low=1):
+    if not x.isdigit() or int(x) < low:
+        raise ValueError(f"{x!r} is not an integer >= {low}")
+    return int(x)
+
+
+def point(x):
+    """"LxB" -> (L, B)."""
+    if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", x):
+        raise ValueError(f"{x!r} is not a point LxB (context x batch)")
+    L, B = x.split("x")
+    return int(L), int(B)
+
+
+def tagged_point(parse_tag):
+    """"LxB:X" -> (L, B, parse_tag(X))."""
+    def parse(x):
+        pt, sep, tag = x.partition(":")
+        if not sep:
+            raise ValueError(f"{x!r} is not LxB:X")
+        return (*point(pt), parse_tag(tag))
+    return parse
+
+
+def positive_float(x):
+    if not (re.fullmatch(r"\d+(\.\d*)?|\.\d+", x) and float(x) > 0):
+        raise ValueError(f"{x!r} is not a positive number")
+    return float(x)
+
+
+def hp_split(x):
+    """A BF16-tier split count of --sweep-hp, or "auto" (the plan's)."""
+    return None if x == "auto" else count(x)
+
+
 def copies_for(nbytes):
     return 2 if SMOKE else max(1, math.ceil(3 * L2_BYTES / max(nbytes, 1)))
 
@@ -558,8 +608,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--contexts", default="4096,16384,32768,65536,131072")
-    ap.add_argument("--batches", default="1,8,32,128")
+    ap.add_argument("--contexts", type=spec_list(count, "4096,32768", empty_ok=True), default=None,
+                    help="contexts of the table (default 4096,16384,32768,65536,131072; 700 with --smoke; \"\": none)")
+    ap.add_argument("--batches", type=spec_list(count, "1,32"), default=None,
+                    help="batches of the table (default 1,8,32,128; 1,2 with --smoke)")
     ap.add_argument("--max-bf16-gb", type=float, default=40.0, help="skip points whose BF16 cache exceeds this")
     ap.add_argument("--no-flashinfer", action="store_true")
     ap.add_argument("--flashinfer-configs", type=flashinfer_configs,
@@ -579,34 +631,35 @@ def main():
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
-    ap.add_argument("--sweep-points", default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
-    ap.add_argument("--sweep-variants", default="0,1,2,3,4,5,6,7")
-    ap.add_argument("--sweep-scales", default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
+    ap.add_argument("--sweep-points", type=spec_list(point, "131072x1,32768x1"),
+                    default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
+    ap.add_argument("--sweep-variants", type=spec_list(variant_spec, "4,7,11"), default="0,1,2,3,4,5,6,7")
+    ap.add_argument("--sweep-scales", type=spec_list(positive_float, "0.5,1.0,2.0"), default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
     ap.add_argument("--alt-splits", type=split_spec, default=[],
                     help="LxB=hp+int2,...: also time our kernel with these split counts at these table points "
                     "(column ours_alt; e.g. an earlier split model's choices)")
-    ap.add_argument("--sweep-hp", default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
+    ap.add_argument("--sweep-hp", type=spec_list(hp_split, "auto,2"), default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
     ap.add_argument("--sweep-splits", type=split_spec, default=[],
                     help="LxB=hp+int2,...: --sweep times these points with these split counts instead of "
                          "--sweep-points x --sweep-hp x --sweep-scales (e.g. 131072x1=2+31,131072x1=10+23)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
-    ap.add_argument("--probe-variants", default="4,5")
+    ap.add_argument("--probe-variants", type=spec_list(variant_spec, "4,5"), default="4,5")
     ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
                     "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
                     "loads as plain loads into registers")
-    ap.add_argument("--probe-points", default="131072x1,131072x32", help="LxB points of --probe")
-    ap.add_argument("--read-records", default="", help="LxB,...: the pool's records read as the decode kernel reads "
+    ap.add_argument("--probe-points", type=spec_list(point, "131072x1"), default="131072x1,131072x32", help="LxB points of --probe")
+    ap.add_argument("--read-records", type=spec_list(point, "131072x1"), default=[], help="LxB,...: the pool's records read as the decode kernel reads "
                     "tiles, block-outer vs head-outer (read_records)")
-    ap.add_argument("--diag", default="", help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
-    ap.add_argument("--capacity-plan", default="", help="LxB:CAP,...: our kernel at LxB planned for CAP tokens "
+    ap.add_argument("--diag", type=spec_list(tagged_point(variant_spec), "131072x1:7"), default=[], help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
+    ap.add_argument("--capacity-plan", type=spec_list(tagged_point(count), "32768x1:131072"), default=[], help="LxB:CAP,...: our kernel at LxB planned for CAP tokens "
                     "(each sequence's own split count vs every split) beside the plan for L (bench_capacity)")
-    ap.add_argument("--read-floor", default="", help="LxB points: time a bare one-launch read of their INT2 bytes "
+    ap.add_argument("--read-floor", type=spec_list(point, "131072x1"), default=[], help="LxB points: time a bare one-launch read of their INT2 bytes "
                     "(the measured bound of issue 7)")
-    ap.add_argument("--append-batches", default="1,8,32,256")
+    ap.add_argument("--append-batches", type=spec_list(count, "1,256"), default="1,8,32,256")
     ap.add_argument("--alt-src", action="append", default=[],
                     help="the fused-rotation append timed again with the library built from this .cu (prebuilt into "
                          "$OSCARKV_KERNEL_CACHE: the cache is keyed by the source)")
-    ap.add_argument("--append-pad", default="0", help="pages per row the append's page view is padded to, a list "
+    ap.add_argument("--append-pad", type=spec_list(lambda x: count(x, 0), "0,1"), default="0", help="pages per row the append's page view is padded to, a list "
                     "(0 = the step's own pages; 1 = a graph-captured model step since 2026-12-05, 3 before)")
     ap.add_argument("--append-rotation", default="",
                     help="also time the append with R_K: 'fused' (in the kernel), 'gemm' (rotate_with_keys first), both")
@@ -657,13 +710,12 @@ def main():
         res["accuracy"] = check_accuracy(dev)
     dump()
     if a.sweep and not SMOKE:
-        variants = a.sweep_variants.split(",")
+        variants = a.sweep_variants
         # (point, variant, split scale or None, bench_ours' split keywords): the explicit (point, split counts) of
         # --sweep-splits, else --sweep-points x variants x --sweep-hp x --sweep-scales
         jobs = [(pt, var, None, dict(splits=fixed)) for pt, fixed in a.sweep_splits for var in variants] or [
-            (pt, var, sc, dict(split_scale=sc, hp_splits=None if hp == "auto" else int(hp)))
-            for pt in a.sweep_points.split(",") for var in variants for hp in a.sweep_hp.split(",")
-            for sc in (float(x) for x in a.sweep_scales.split(","))]
+            (f"{L}x{B}", var, sc, dict(split_scale=sc, hp_splits=hp))
+            for L, B in a.sweep_points for var in variants for hp in a.sweep_hp for sc in a.sweep_scales]
         sw = []
         for pt, var, sc, kw in jobs:
             L, B = (int(x) for x in pt.split("x"))
@@ -676,9 +728,8 @@ def main():
         dump()
     if a.probe and not SMOKE:  # loads-only vs full kernel: is the INT2 loop bound by its loads or its math?
         pr = []
-        for pt in a.probe_points.split(","):
-            L, B = (int(x) for x in pt.split("x"))
-            for var in a.probe_variants.split(","):
+        for L, B in a.probe_points:
+            for var in a.probe_variants:
                 tf, nb, exf = bench_ours(B, L, dev, "cuda", variants=(var,))
                 r = dict(L=L, B=B, variant=var, full_us=tf * 1e6, bytes=nb, full_frac_copy=nb / tf / bw,
                          splits=exf["splits"])
@@ -695,11 +746,10 @@ def main():
         dump()
 
     def tagged_points(spec, label, name, fn):
-        """Points "LxB:X,...": fn(L, B, X) -> dict per point, logged (floats to 0.1) and kept as res[label]."""
+        """Points (L, B, X) of a "LxB:X,..." option: fn(L, B, X) -> dict per point, logged (floats to 0.1) and kept as
+        res[label]."""
         rows = []
-        for pt in spec.split(","):
-            lb, x = pt.split(":")
-            L, B = (int(v) for v in lb.split("x"))
+        for L, B, x in spec:
             r = fn(L, B, x)
             rows.append(r)
             log(name + " " + json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
@@ -716,8 +766,7 @@ def main():
     if a.read_floor and not SMOKE:
         rf = []
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        for pt in a.read_floor.split(","):
-            L, B = (int(x) for x in pt.split("x"))
+        for L, B in a.read_floor:
             nb = int2_bytes(B, L)
             t, info = read_floor(nb, dev, sms)
             rf.append(dict(L=L, B=B, bytes=nb, us=t * 1e6, TBps=nb / t / 1e12, frac_copy=nb / t / bw, **info))
@@ -729,8 +778,7 @@ def main():
     if a.read_records and not SMOKE:
         rr = []
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        for pt in a.read_records.split(","):
-            L, B = (int(x) for x in pt.split("x"))
+        for L, B in a.read_records:
             r = read_records(B, L, dev, sms)
             rr.append(r)
             log(f"read records L={L} B={B}: {r['bytes'] / 1e6:.1f} MB: block-outer {r['order0_us']:.1f} us "
@@ -749,8 +797,8 @@ def main():
         except Exception as e:
             log(f"flashinfer unavailable: {e}")
             fi = False
-    contexts = [700] if SMOKE else [int(x) for x in a.contexts.split(",") if x]
-    batches = [1, 2] if SMOKE else [int(x) for x in a.batches.split(",") if x]
+    contexts = a.contexts if a.contexts is not None else [700] if SMOKE else [4096, 16384, 32768, 65536, 131072]
+    batches = a.batches if a.batches is not None else [1, 2] if SMOKE else [1, 8, 32, 128]
     alt = dict(a.alt_splits)
     table = []
     for L in contexts:
@@ -818,14 +866,14 @@ def main():
         t = time_calls([lambda: x.add_(1.0)] * 16)
         res["launch_floor_us"] = t * 1e6
         log(f"launch floor (graph of 16 tiny elementwise kernels): {t * 1e6:.2f} us per kernel")
-    pads = [int(x) for x in a.append_pad.split(",") if x]
+    pads = a.append_pad
     runs = [("cuda", 0, None, None, 0), ("cuda", 1, None, None, 0), ("triton", 0, None, None, 0)]
     runs += [("cuda", 1, r, None, pad) for r in a.append_rotation.split(",") if r for pad in pads]
     runs += [("cuda", 1, "fused", src, pad) for src in a.alt_src if "fused" in a.append_rotation for pad in pads]
     from oscarkv.kernels import cuda_ops  # (imported above only on a GPU)
 
     main_src = cuda_ops._SRC
-    for B in ([] if a.no_append or SMOKE else [int(x) for x in a.append_batches.split(",")]):
+    for B in ([] if a.no_append or SMOKE else a.append_batches):
         for backend, pdl, rot, src, pad in runs:
             if backend == "cuda":
                 cuda_ops.USE_PDL = bool(pdl)

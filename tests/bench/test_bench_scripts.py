@@ -263,6 +263,34 @@ def test_flashinfer_configs_parse_and_refuse_bad_lists():
     assert r.returncode == 2 and "Traceback" not in r.stderr and "expected tc<page> or cc<page>" in r.stderr
 
 
+def test_bench_decode_lists_are_checked_when_read():
+    """bench_decode.py's list options (table contexts / batches, sweep / probe / read points, tagged points, scales,
+    pads) are parsed by argparse types: values as the script uses them, a bad entry a one-line error before any
+    work (`oscar-kv bench` passes its arguments through); ``--contexts ""`` stays "no table rows"."""
+    bd = bench_module("bench_decode")
+    A = bd.argparse.ArgumentTypeError
+    assert bd.spec_list(bd.count, "1")("4096, 32768,") == [4096, 32768]
+    assert bd.spec_list(bd.count, "1", empty_ok=True)("") == []
+    assert bd.spec_list(bd.point, "1x1")("131072x1,32768x32") == [(131072, 1), (32768, 32)]
+    assert bd.spec_list(bd.tagged_point(bd.variant_spec), "1x1:7")("131072x1:7") == [(131072, 1, 7)]
+    assert bd.spec_list(bd.hp_split, "auto")("auto,2") == [None, 2]
+    assert bd.spec_list(bd.positive_float, "1")("0.5,2") == [0.5, 2.0]
+    assert bd.spec_list(lambda x: bd.count(x, 0), "0")("0,1") == [0, 1]
+    for parse, bad in ((bd.count, "0"), (bd.count, "abc"), (bd.point, "1x"), (bd.point, "0x1"),
+                       (bd.tagged_point(bd.count), "1x1"), (bd.tagged_point(bd.count), "1x1:big"),
+                       (bd.positive_float, "0"), (bd.hp_split, "x"), (bd.variant_spec, "v7")):
+        with pytest.raises(A):
+            bd.spec_list(parse, "e")(bad)
+    with pytest.raises(A, match="empty list"):
+        bd.spec_list(bd.count, "1")(",")
+    for args, msg in ((["--contexts", "abc"], "argument --contexts: 'abc' is not an integer >= 1"),
+                      (["--diag", "131072x1"], "argument --diag: '131072x1' is not LxB:X"),
+                      (["--sweep-scales", "0,1"], "argument --sweep-scales: '0' is not a positive number")):
+        r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", *args],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and msg in r.stderr, r.stderr[-300:]
+
+
 def test_trace_decode_summary_reads_the_kernel_records():
     """bench/trace_decode.py's summary of the trace build's records (synthetic here: two CTAs of two warps, the
     second the merging one, its SM at 2 cycles per ns): spreads from the first entry, the end after the last warp's
