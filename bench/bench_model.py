@@ -805,13 +805,25 @@ def main():
         if args.decode_int2_split_scale is not None and not args.decode_int2_split_scale > 0:
             ap.error(f"--decode-int2-split-scale must be > 0, got {args.decode_int2_split_scale}")
         force_decode_plan(args.decode_variant, args.decode_int2_split_scale)
-    args.contexts = [int(x) for x in args.contexts.split(",") if x]
-    args.modes = args.modes.split(",")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_decode import count, spec_list  # the list parsers of bench_decode's options
+
+    try:
+        args.contexts = spec_list(count, "8192,131072", empty_ok=True)(args.contexts)
+        args.graph_contexts = spec_list(count, "131072", empty_ok=True)(args.graph_contexts)
+    except argparse.ArgumentTypeError as e:
+        ap.error(f"--contexts / --graph-contexts: {e}")
+    args.modes = [m for m in args.modes.split(",") if m]
+    if not args.modes or set(args.modes) - {"graph", "compiled"}:
+        ap.error(f"--modes: {args.modes!r}; choose from graph, compiled (e.g. graph,compiled)")
+    configs = sorted(p.stem for p in (ROOT / "bench" / "configs").glob("*.json"))
+    unknown = [m for m in args.models.split(",") if m not in configs]
+    if unknown and not args.smoke:
+        ap.error(f"--models: no config for {unknown} in bench/configs; choose from {', '.join(configs)}")
     args.generate_refs = [x for x in args.generate_refs.split(",") if x]
     bad = set(args.generate_refs) - set(GEN_REFS)
     if bad:
         ap.error(f"--generate-refs: unknown {sorted(bad)}")
-    args.graph_contexts = [int(x) for x in args.graph_contexts.split(",") if x]
     args.compiled_bf16_backends = [x for x in args.compiled_bf16_backends.split(",") if x]
     device = "cpu" if args.smoke else "cuda"
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "models": [],

@@ -266,7 +266,8 @@ def test_flashinfer_configs_parse_and_refuse_bad_lists():
 def test_bench_decode_lists_are_checked_when_read():
     """bench_decode.py's list options (table contexts / batches, sweep / probe / read points, tagged points, scales,
     pads) are parsed by argparse types: values as the script uses them, a bad entry a one-line error before any
-    work (`oscar-kv bench` passes its arguments through); ``--contexts ""`` stays "no table rows"."""
+    work (`oscar-kv bench` passes its arguments through); ``--contexts ""`` stays "no table rows". bench_model.py
+    checks its contexts, modes and model names the same way."""
     bd = bench_module("bench_decode")
     A = bd.argparse.ArgumentTypeError
     assert bd.spec_list(bd.count, "1")("4096, 32768,") == [4096, 32768]
@@ -287,6 +288,11 @@ def test_bench_decode_lists_are_checked_when_read():
                       (["--diag", "131072x1"], "argument --diag: '131072x1' is not LxB:X"),
                       (["--sweep-scales", "0,1"], "argument --sweep-scales: '0' is not a positive number")):
         r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", *args],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and msg in r.stderr, r.stderr[-300:]
+    for args, msg in ((["--contexts", "8k"], "'8k' is not an integer >= 1"), (["--modes", "fast"], "--modes: ['fast']"),
+                      (["--models", "qwen9"], "--models: no config for ['qwen9']")):
+        r = subprocess.run([sys.executable, str(BENCH / "bench_model.py"), *args],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr and msg in r.stderr, r.stderr[-300:]
 
