@@ -184,7 +184,8 @@ def chain_point(B: int, L: int, dev: torch.device, splits: tuple[int, int] | Non
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--points", default="131072x1,32768x1", help="LxB,...")
+    ap.add_argument("--points", type=bd.spec_list(bd.point, "131072x1,32768x1"), default="131072x1,32768x1",
+                    help="LxB,... (700x2 with --smoke)")
     ap.add_argument("--out", default="decode_chain.json")
     ap.add_argument("--alt-splits", type=bd.split_spec, default=[],
                     help="LxB=hp+int2,...: each point of these also with these decode split counts (e.g. a batch-1 "
@@ -202,7 +203,7 @@ def main():
     if bd.SMOKE:
         bd.HQ, bd.HKV, bd.SINK, bd.RECENT = 4, 1, 16, 32
     dev = torch.device("cpu" if bd.SMOKE else "cuda")
-    points = ["700x2"] if bd.SMOKE else [p for p in a.points.split(",") if p]
+    points = ["700x2"] if bd.SMOKE else [f"{L}x{B}" for L, B in a.points]
     res = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), argv=sys.argv, torch=torch.__version__,
                commit=source_commit(), device="cpu" if bd.SMOKE else torch.cuda.get_device_name(), points=[])
     runs = [(pt, None) for pt in points] + a.alt_splits
