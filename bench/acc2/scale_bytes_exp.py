@@ -14,6 +14,10 @@ Schemes (``--schemes``):
              call; the shift stands for a calibrated per-layer exponent)
   e4m3-zq4   scale e4m3 as above, zero an int8 count of quarter steps (z = round(4 m / s) s / 4; 2 bytes)
   e5m2       both e5m2 (2 bytes, no shift)
+  e4m3up-zq4 the e4m3 scale rounded up (no value above the top level), zero as e4m3-zq4
+  logS-zqN   the scale an 8-bit count of 2**(1/S) steps below the call's largest (S = 32: 8 octaves), zero as zqN
+  e4m3-zqN, fp16-zqN, e4m3-fp16z   the zero on a 1/N-step grid (e4m3-zq4 above is N = 4), with an e4m3 or fp16
+             scale (3 bytes), or the e4m3 scale with an fp16 zero (3 bytes): which rounding costs what
 
 Usage: python bench/acc2/scale_bytes_exp.py --rotations R.safetensors --plus-rotations P.safetensors --out DIR
        [--windows 0,0] [--context 4096] [--model qwen2.5-coder-1.5b] [--methods oscar-plus] [--schemes fp16,e4m3-zq4]
@@ -41,6 +45,25 @@ def shifted(v: torch.Tensor, dtype: torch.dtype, fmax: float) -> torch.Tensor:
     return ((v * 2.0**e).to(dtype).float() / 2.0**e)
 
 
+E4M3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+E4M3 = E4M3[torch.isfinite(E4M3) & (E4M3 >= 0)].unique()  # the non-negative e4m3 values, sorted
+
+
+def e4m3_up(v: torch.Tensor) -> torch.Tensor:
+    """v (> 0) rounded up to e4m3 after the per-call shift: no value of the group falls above the top level."""
+    e = torch.floor(torch.log2(448.0 / v.abs().amax().clamp_min(1e-30)))
+    i = torch.searchsorted(E4M3, (v * 2.0**e).contiguous()).clamp(max=len(E4M3) - 1)
+    return E4M3[i] / 2.0**e
+
+
+def log_scale(v: torch.Tensor, steps: int) -> torch.Tensor:
+    """v (> 0) as a uint8 step count of 2**(1/steps) below the call's largest value (256 steps: 256 / steps
+    octaves), rounded to nearest."""
+    top = torch.log2(v.amax().clamp_min(1e-30))
+    k = torch.round((top - torch.log2(v.clamp_min(1e-30))) * steps).clamp(0, 255)
+    return 2.0 ** (top - k / steps)
+
+
 def scheme_fn(name: str):
     def patched(x, cfg):
         xg, scale, zero = ORIG(x, cfg.__class__(cfg.bits, cfg.group_size, cfg.clip_ratio, "float32", cfg.levels))
@@ -49,9 +72,19 @@ def scheme_fn(name: str):
             s, z = s.bfloat16().float(), z.bfloat16().float()
         elif name == "e4m3":
             s, z = shifted(s, torch.float8_e4m3fn, 448.0), shifted(z, torch.float8_e4m3fn, 448.0)
-        elif name == "e4m3-zq4":
-            s = shifted(s, torch.float8_e4m3fn, 448.0)
+        elif name.startswith(("e4m3-zq", "fp16-zq")):  # zero an int8 count of 1/N steps
+            n = int(name.split("zq")[1])
+            s = shifted(s, torch.float8_e4m3fn, 448.0) if name.startswith("e4m3") else s.half().float()
+            z = torch.round(n * z / s).clamp(-128, 127) * s / n
+        elif name == "e4m3up-zq4":
+            s = e4m3_up(s)
             z = torch.round(4 * z / s).clamp(-128, 127) * s / 4
+        elif name.startswith("log") and "-zq" in name:  # e.g. log32-zq4: 8-bit log scale, 32 steps per octave
+            steps, n = (int(x) for x in name[3:].split("-zq"))
+            s = log_scale(s, steps)
+            z = torch.round(n * z / s).clamp(-128, 127) * s / n
+        elif name == "e4m3-fp16z":  # 3 bytes: isolates the scale's rounding
+            s, z = shifted(s, torch.float8_e4m3fn, 448.0), z.half().float()
         elif name == "e5m2":
             s, z = s.to(torch.float8_e5m2).float(), z.to(torch.float8_e5m2).float()
         else:
