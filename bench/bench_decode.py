@@ -205,6 +205,13 @@ def positive_float(x):
     return float(x)
 
 
+def probe_mode(x):
+    """A kernel probe of --probe-modes (a key of PROBES)."""
+    if not x.isdigit() or int(x) not in PROBES:
+        raise ValueError(f"probe mode {x!r} is unknown; choose from {sorted(PROBES)}")
+    return int(x)
+
+
 def hp_split(x):
     """A BF16-tier split count of --sweep-hp, or "auto" (the plan's)."""
     return None if x == "auto" else count(x)
@@ -634,33 +641,41 @@ def main():
     ap.add_argument("--sweep-points", type=spec_list(point, "131072x1,32768x1"),
                     default="131072x1,32768x1,131072x32,16384x8", help="LxB points of --sweep")
     ap.add_argument("--sweep-variants", type=spec_list(variant_spec, "4,7,11"), default="0,1,2,3,4,5,6,7")
-    ap.add_argument("--sweep-scales", type=spec_list(positive_float, "0.5,1.0,2.0"), default="0.5,1.0,2.0", help="multipliers of the planned INT2 split count")
+    ap.add_argument("--sweep-scales", type=spec_list(positive_float, "0.5,1.0,2.0"), default="0.5,1.0,2.0",
+                    help="multipliers of the planned INT2 split count")
     ap.add_argument("--alt-splits", type=split_spec, default=[],
                     help="LxB=hp+int2,...: also time our kernel with these split counts at these table points "
                     "(column ours_alt; e.g. an earlier split model's choices)")
-    ap.add_argument("--sweep-hp", type=spec_list(hp_split, "auto,2"), default="auto", help="BF16-tier split counts of --sweep (auto = planned)")
+    ap.add_argument("--sweep-hp", type=spec_list(hp_split, "auto,2"), default="auto",
+                    help="BF16-tier split counts of --sweep (auto = planned)")
     ap.add_argument("--sweep-splits", type=split_spec, default=[],
                     help="LxB=hp+int2,...: --sweep times these points with these split counts instead of "
                          "--sweep-points x --sweep-hp x --sweep-scales (e.g. 131072x1=2+31,131072x1=10+23)")
     ap.add_argument("--probe", action="store_true", help="time the CUDA kernel beside its probes (--probe-modes)")
     ap.add_argument("--probe-variants", type=spec_list(variant_spec, "4,5"), default="4,5")
-    ap.add_argument("--probe-modes", default="1", help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code "
-                    "unpack (the MMAs take the raw words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's "
-                    "loads as plain loads into registers")
-    ap.add_argument("--probe-points", type=spec_list(point, "131072x1"), default="131072x1,131072x32", help="LxB points of --probe")
-    ap.add_argument("--read-records", type=spec_list(point, "131072x1"), default=[], help="LxB,...: the pool's records read as the decode kernel reads "
-                    "tiles, block-outer vs head-outer (read_records)")
-    ap.add_argument("--diag", type=spec_list(tagged_point(variant_spec), "131072x1:7"), default=[], help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
-    ap.add_argument("--capacity-plan", type=spec_list(tagged_point(count), "32768x1:131072"), default=[], help="LxB:CAP,...: our kernel at LxB planned for CAP tokens "
-                    "(each sequence's own split count vs every split) beside the plan for L (bench_capacity)")
-    ap.add_argument("--read-floor", type=spec_list(point, "131072x1"), default=[], help="LxB points: time a bare one-launch read of their INT2 bytes "
-                    "(the measured bound of issue 7)")
+    ap.add_argument("--probe-modes", type=spec_list(probe_mode, "1,7"), default="1",
+                    help="kernel probes of --probe: 1 = INT2 loads only, 6 = no code unpack (the MMAs take the raw "
+                    "words), 7 = math only (no INT2 loads after the first ring fill), 8 = probe 1's loads as plain "
+                    "loads into registers")
+    ap.add_argument("--probe-points", type=spec_list(point, "131072x1"), default="131072x1,131072x32",
+                    help="LxB points of --probe")
+    ap.add_argument("--read-records", type=spec_list(point, "131072x1"), default=[],
+                    help="LxB,...: the pool's records read as the decode kernel reads tiles, block-outer vs head-outer "
+                    "(read_records)")
+    ap.add_argument("--diag", type=spec_list(tagged_point(variant_spec), "131072x1:7"), default=[],
+                    help="LxB:variant,... points of the fixed-cost diagnosis (bench_diag)")
+    ap.add_argument("--capacity-plan", type=spec_list(tagged_point(count), "32768x1:131072"), default=[],
+                    help="LxB:CAP,...: our kernel at LxB planned for CAP tokens (each sequence's own split count vs "
+                    "every split) beside the plan for L (bench_capacity)")
+    ap.add_argument("--read-floor", type=spec_list(point, "131072x1"), default=[],
+                    help="LxB points: time a bare one-launch read of their INT2 bytes (the measured bound of issue 7)")
     ap.add_argument("--append-batches", type=spec_list(count, "1,256"), default="1,8,32,256")
     ap.add_argument("--alt-src", action="append", default=[],
                     help="the fused-rotation append timed again with the library built from this .cu (prebuilt into "
                          "$OSCARKV_KERNEL_CACHE: the cache is keyed by the source)")
-    ap.add_argument("--append-pad", type=spec_list(lambda x: count(x, 0), "0,1"), default="0", help="pages per row the append's page view is padded to, a list "
-                    "(0 = the step's own pages; 1 = a graph-captured model step since 2026-12-05, 3 before)")
+    ap.add_argument("--append-pad", type=spec_list(lambda x: count(x, 0), "0,1"), default="0",
+                    help="pages per row the append's page view is padded to, a list (0 = the step's own pages; 1 = a "
+                    "graph-captured model step since 2026-12-05, 3 before)")
     ap.add_argument("--append-rotation", default="",
                     help="also time the append with R_K: 'fused' (in the kernel), 'gemm' (rotate_with_keys first), both")
     ap.add_argument("--early-reads", type=int, default=1, help="CudaDecodeConfig.early_reads for our kernel (as the "
@@ -671,9 +686,6 @@ def main():
     if not SMOKE and not torch.cuda.is_available():
         ap.exit(2, "bench_decode.py: this machine has no CUDA GPU, and the benchmarks time CUDA kernels; add --smoke "
                    "for the small CPU run of the script\n")
-    bad = {x for x in a.probe_modes.split(",") if not x.isdigit() or int(x) not in PROBES}
-    if bad:
-        ap.error(f"--probe-modes: unknown {sorted(bad)}; choose from {sorted(PROBES)}")
     try:
         check_merge_slices(a.merge_slices)
     except ValueError as e:
@@ -734,7 +746,7 @@ def main():
                 r = dict(L=L, B=B, variant=var, full_us=tf * 1e6, bytes=nb, full_frac_copy=nb / tf / bw,
                          splits=exf["splits"])
                 msg = f"probe L={L} B={B} v{var}: full {tf * 1e6:.1f} us ({nb / tf / bw * 100:.0f}% copy)"
-                for mode in (int(x) for x in a.probe_modes.split(",")):
+                for mode in a.probe_modes:
                     name = PROBES[mode]
                     tp, _, _ = bench_ours(B, L, dev, "cuda", variants=(var,), probe=mode)
                     r[f"{name}_us"], r[f"{name}_frac_copy"] = tp * 1e6, nb / tp / bw
