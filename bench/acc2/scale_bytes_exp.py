@@ -38,11 +38,15 @@ from oscarkv.cli.main import main as cli_main
 ORIG = fmt.group_scale_zero
 
 
+def shift_exp(v: torch.Tensor, fmax: float) -> torch.Tensor:
+    """The power-of-two exponent that puts max |v| just under a format's largest value ``fmax`` (one per call)."""
+    return torch.floor(torch.log2(fmax / v.abs().amax().clamp_min(1e-30)))
+
+
 def shifted(v: torch.Tensor, dtype: torch.dtype, fmax: float) -> torch.Tensor:
-    """v rounded to ``dtype`` after the power-of-two shift that puts max |v| just under the format's max."""
-    amax = v.abs().amax().clamp_min(1e-30)
-    e = torch.floor(torch.log2(fmax / amax))
-    return ((v * 2.0**e).to(dtype).float() / 2.0**e)
+    """v rounded to ``dtype`` after the call's power-of-two shift."""
+    e = shift_exp(v, fmax)
+    return (v * 2.0**e).to(dtype).float() / 2.0**e
 
 
 E4M3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
@@ -50,8 +54,8 @@ E4M3 = E4M3[torch.isfinite(E4M3) & (E4M3 >= 0)].unique()  # the non-negative e4m
 
 
 def e4m3_up(v: torch.Tensor) -> torch.Tensor:
-    """v (> 0) rounded up to e4m3 after the per-call shift: no value of the group falls above the top level."""
-    e = torch.floor(torch.log2(448.0 / v.abs().amax().clamp_min(1e-30)))
+    """v (> 0) rounded up to e4m3 after the call's shift: no value of the group falls above the top level."""
+    e = shift_exp(v, 448.0)
     i = torch.searchsorted(E4M3, (v * 2.0**e).contiguous()).clamp(max=len(E4M3) - 1)
     return E4M3[i] / 2.0**e
 
@@ -64,31 +68,41 @@ def log_scale(v: torch.Tensor, steps: int) -> torch.Tensor:
     return 2.0 ** (top - k / steps)
 
 
+# one rounding per format name; a scheme is "<scale format>[-<zero format>]" (the zero takes the scale's format when
+# not named; "fp16z" names an fp16 zero), the zero formats adding "zqN": an int8 count of 1/N steps of the rounded scale
+FORMATS = {
+    "fp16": lambda v: v.half().float(),
+    "bf16": lambda v: v.bfloat16().float(),
+    "e4m3": lambda v: shifted(v, torch.float8_e4m3fn, 448.0),
+    "e4m3up": e4m3_up,
+    "e5m2": lambda v: v.to(torch.float8_e5m2).float(),
+}
+
+
+def scheme_parts(name: str) -> tuple[str, str]:
+    """(scale format, zero format) of a scheme name, checked: a bad name stops before any model is loaded."""
+    scale, _, zero = name.partition("-")
+    zero = zero.removesuffix("z") if zero else scale
+    ok_scale = scale in FORMATS or (scale.startswith("log") and scale[3:].isdigit() and int(scale[3:]) > 0)
+    ok_zero = (zero in FORMATS and zero != "e4m3up") or (zero.startswith("zq") and zero[2:].isdigit()
+                                                          and int(zero[2:]) > 0)
+    if not (ok_scale and ok_zero):
+        raise SystemExit(f"unknown scheme {name!r} (e.g. fp16, e4m3, e4m3-zq4, log32-zq4, e4m3-fp16z)")
+    return scale, zero
+
+
 def scheme_fn(name: str):
+    scale_fmt, zero_fmt = scheme_parts(name)
+
     def patched(x, cfg):
         xg, scale, zero = ORIG(x, cfg.__class__(cfg.bits, cfg.group_size, cfg.clip_ratio, "float32", cfg.levels))
         s, z = scale.float(), zero.float()
-        if name == "bf16":
-            s, z = s.bfloat16().float(), z.bfloat16().float()
-        elif name == "e4m3":
-            s, z = shifted(s, torch.float8_e4m3fn, 448.0), shifted(z, torch.float8_e4m3fn, 448.0)
-        elif name.startswith(("e4m3-zq", "fp16-zq")):  # zero an int8 count of 1/N steps
-            n = int(name.split("zq")[1])
-            s = shifted(s, torch.float8_e4m3fn, 448.0) if name.startswith("e4m3") else s.half().float()
+        s = log_scale(s, int(scale_fmt[3:])) if scale_fmt.startswith("log") else FORMATS[scale_fmt](s)
+        if zero_fmt.startswith("zq"):
+            n = int(zero_fmt[2:])
             z = torch.round(n * z / s).clamp(-128, 127) * s / n
-        elif name == "e4m3up-zq4":
-            s = e4m3_up(s)
-            z = torch.round(4 * z / s).clamp(-128, 127) * s / 4
-        elif name.startswith("log") and "-zq" in name:  # e.g. log32-zq4: 8-bit log scale, 32 steps per octave
-            steps, n = (int(x) for x in name[3:].split("-zq"))
-            s = log_scale(s, steps)
-            z = torch.round(n * z / s).clamp(-128, 127) * s / n
-        elif name == "e4m3-fp16z":  # 3 bytes: isolates the scale's rounding
-            s, z = shifted(s, torch.float8_e4m3fn, 448.0), z.half().float()
-        elif name == "e5m2":
-            s, z = s.to(torch.float8_e5m2).float(), z.to(torch.float8_e5m2).float()
         else:
-            raise SystemExit(f"unknown scheme {name!r}")
+            z = FORMATS[zero_fmt](z)
         return xg, s, z
     return patched
 
@@ -105,14 +119,18 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     sink, recent = a.windows.split(",")
+    schemes = a.schemes.split(",")
+    for name in schemes:
+        if name != "fp16":
+            scheme_parts(name)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name in a.schemes.split(","):
+    for name in schemes:
         fmt.group_scale_zero = ORIG if name == "fp16" else scheme_fn(name)
         js = out / f"eval_{name}.json"
-        rc = cli_main(["eval", "--model", a.model, "--rotations", a.rotations, "--plus-rotations", a.plus_rotations, "--methods",
-                       "bf16," + a.methods, "--context", a.context, "--sink", sink, "--recent", recent,
+        rc = cli_main(["eval", "--model", a.model, "--rotations", a.rotations, "--plus-rotations", a.plus_rotations,
+                       "--methods", "bf16," + a.methods, "--context", a.context, "--sink", sink, "--recent", recent,
                        "--json", str(js)])
         if rc:
             sys.exit(rc)
