@@ -59,6 +59,29 @@ CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
+SCALE = "float16"  # our pools' QuantConfig.scale_dtype (--scale-dtype; "log8": one byte each of scale and zero)
+
+
+def quant_cfgs() -> tuple[QuantConfig, QuantConfig]:
+    """K and V QuantConfig of our pools (clip 0.96 / 0.92, one group per row, --scale-dtype; log8 with scale_top 2:
+    the largest scale of the benchmarks' randn rows is ~1.5)."""
+    top = {"scale_top": 2} if SCALE == "log8" else {}
+    return (QuantConfig(group_size=D, clip_ratio=0.96, scale_dtype=SCALE, **top),
+            QuantConfig(group_size=D, clip_ratio=0.92, scale_dtype=SCALE, **top))
+
+
+def scale_bytes() -> int:
+    return 1 if SCALE == "log8" else 2
+
+
+def with_scale(fmt: str, f):
+    """f() with our pools in scale format ``fmt`` (SCALE restored after)."""
+    global SCALE
+    old, SCALE = SCALE, fmt
+    try:
+        return f()
+    finally:
+        SCALE = old
 
 
 def variant_spec(x):
@@ -230,7 +253,7 @@ def lens_for(L):
 
 def int2_bytes(B, L):
     hp, n = lens_for(L)
-    return B * HKV * (n * (2 * (D // 4) + 4 * 2) + hp * 2 * D * 2)
+    return B * HKV * (n * (2 * (D // 4) + 4 * scale_bytes()) + hp * 2 * D * 2)
 
 
 def bf16_bytes(B, L):
@@ -244,15 +267,14 @@ def make_mixed(B, L, R, dev, layout, sequential=None):
     sequential = SEQUENTIAL if sequential is None else sequential
     hp_len, n = lens_for(L)
     nhp, ni = -(-hp_len // BS), -(-n // BS)
-    cfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.96, scale_dtype="float16")
-    vcfg = QuantConfig(bits=2, group_size=D, clip_ratio=0.92, scale_dtype="float16")
+    cfg, vcfg = quant_cfgs()
     pool = MixedKVPool.allocate(R * B * ni + 1, R * B * nhp + 1, BS, HKV, D, cfg, vcfg, device=dev, layout=layout)
     for t in (pool.k_codes, pool.v_codes):
         t.random_(0, 256)
     for t in (pool.k_scale, pool.v_scale):
-        t.uniform_(0.05, 0.5)
+        t.random_(32, 112) if SCALE == "log8" else t.uniform_(0.05, 0.5)  # log8: 2^(2 - e/32) in [0.18, 3]
     for t in (pool.k_zero, pool.v_zero):
-        t.uniform_(-1.0, 0.0)
+        t.random_(116, 129) if SCALE == "log8" else t.uniform_(-1.0, 0.0)  # log8: zq in [-12, 0]
     for t in (pool.k_hp, pool.v_hp):
         t.normal_()
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -284,13 +306,13 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
         best = None
         for var in variants:
             cfg = ours_config(var)
-            plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]  # one per step (= copy)
+            plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg) for m in metas]  # one per step (= copy)
             fixed = splits  # (hp, int2) split counts given or derived from this variant's plan, else None
             if fixed is None and (split_scale or hp_splits is not None):
                 fixed = (plans[0].n_hp if hp_splits is None else hp_splits,
                          max(1, round(plans[0].n_int2 * (split_scale or 1.0))))
             if fixed is not None:
-                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=fixed[0],
+                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg, n_hp_splits=fixed[0],
                                     n_int2_splits=fixed[1]) for m in metas]
             if probe:  # 1: loads only, 6: no code unpack, 7: math only (see DecodePlan.run)
                 t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(metas, plans)])
@@ -323,7 +345,7 @@ def bench_capacity(B, L, cap, dev):
     for label, ms, kw in (("own_plan", metas, {}), ("capacity_default", capm, {}),
                           ("capacity_adaptive", capm, dict(adaptive_splits=True)),
                           ("capacity_fixed", capm, dict(adaptive_splits=False))):
-        plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, ours_config(None, **kw)) for m in ms]
+        plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=ours_config(None, **kw)) for m in ms]
         res[label] = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)
                                  for m, p in zip(metas, plans)]) * 1e6
         res[label + "_splits"] = f"{plans[0].n_hp}+{plans[0].n_int2}"
@@ -341,7 +363,7 @@ def bench_diag(B, L, dev, variant):
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
     cfg = ours_config(variant)
-    plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg) for m in metas]
+    plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg) for m in metas]
 
     def timed(ms, ps=None, probe=0):
         ps = ps or plans
@@ -363,14 +385,14 @@ def bench_diag(B, L, dev, variant):
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
         cfg1 = ours_config(variant, hp_tiles_per_warp=hpw)
-        p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg1) for m in metas]
+        p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
     if plans[0].cluster:  # cluster variants run exactly one cluster of splits: no 1 + 1 plan
         del pool, metas
         return res
     # launch + prologue + epilogue without a merge worth the name: one split per tier, nothing cached
-    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
+    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
     res["empty_1+1_splits"] = timed(empty, p1)
     res["launch_only_1+1_splits"] = timed(metas, p1, probe=2)
     res["empty_no_merge_1+1_splits"] = timed(empty, p1, probe=3)
@@ -418,7 +440,7 @@ def read_records_once(pool, table, order, ctas, threads, sink):
     sblk, sh = cuda_ops.check_pool_records(pool)
     err = cuda_ops.lib().oscar_read_records(pool.k_codes.data_ptr(), table.data_ptr(), table.numel(), HKV, sblk, sh,
                                             D, order, sink.data_ptr(), ctas, threads,
-                                            torch.cuda.current_stream().cuda_stream)
+                                            torch.cuda.current_stream().cuda_stream, cuda_ops.scale_format(pool))
     assert err == 0, err
 
 
@@ -429,7 +451,7 @@ def read_records(B, L, dev, sms):
     of the pool so that each call misses L2. Returns a dict of results."""
     pool, metas = make_mixed(B, L, copies_for(int2_bytes(B, L)), dev, "tile16")
     tables = [m.int2_block_tables.reshape(-1).contiguous() for m in metas]
-    nbytes = tables[0].numel() * HKV * (8 * D + 128)
+    nbytes = tables[0].numel() * HKV * (8 * D + 64 * scale_bytes())
     sink = torch.zeros(1, dtype=torch.int32, device=dev)
 
     def once(tb, order, ctas, threads):
@@ -526,7 +548,7 @@ def append_steps(B, dev, backend, steps=16, pad=0, rotation=None):
     plans (one row per sequence each, a page per sequence demoted once per 16 steps; ``pad``: see bench_append).
     Returns ``(step_fns, n_demotions)``: one callable per step doing the step's append (``rotation``: see
     bench_append). bench/ncu_append.py runs them eagerly for Nsight Compute."""
-    cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
+    cfg, vcfg = quant_cfgs()
     L0 = SINK + RECENT + 40
     nb = B * (-(-(L0 + steps) // BS) + 2) + 4
     layout = "tile16" if backend == "cuda" else "logical"
@@ -583,7 +605,7 @@ def check_accuracy(dev):
 
     out = []
     for L, B in [(32768, 1), (5000, 4)]:
-        cfg, vcfg = QuantConfig(group_size=D, clip_ratio=0.96), QuantConfig(group_size=D, clip_ratio=0.92)
+        cfg, vcfg = quant_cfgs()
         nb = B * (L // BS + 3) + 2
         pool = MixedKVPool.allocate(nb, nb, BS, HKV, D, cfg, vcfg, device=dev, layout="tile16")
         cache = MixedKVCache(nb, nb, BS, SINK, RECENT)
@@ -611,7 +633,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, SCALE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -631,6 +653,9 @@ def main():
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
+    ap.add_argument("--scale-dtype", default="float16", choices=["float16", "log8"],
+                    help="our pools' scale / zero format (log8: one byte each, records of 8 d + 64 bytes)")
+    ap.add_argument("--also-log8", action="store_true", help="time ours on log8 records too (column ours_log8)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
@@ -694,6 +719,7 @@ def main():
     EARLY = bool(a.early_reads)
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
+    SCALE = a.scale_dtype
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
     MERGE_SLICES = a.merge_slices
@@ -832,6 +858,8 @@ def main():
                     torch.cuda.empty_cache()
 
             run("ours", lambda: bench_ours(B, L, dev, "cuda") if not SMOKE else bench_ours(B, L, dev, "triton"))
+            if a.also_log8 and not SMOKE and SCALE != "log8":
+                run("ours_log8", lambda: with_scale("log8", lambda: bench_ours(B, L, dev, "cuda")))
             if f"{L}x{B}" in alt and not SMOKE:
                 run("ours_alt", lambda: bench_ours(B, L, dev, "cuda", splits=alt[f"{L}x{B}"]))
             if not a.no_triton:
@@ -861,6 +889,12 @@ def main():
                     row["speedup_vs_best_bf16"] = min(bf16s) / row["ours_us"]
                 if "fi_fp8_us" in row:
                     row["speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_us"]
+            if "ours_log8_us" in row:
+                row["ours_log8_frac_copy"] = row["ours_log8_TBps"] * 1e12 / bw
+                if bf16s:
+                    row["log8_speedup_vs_best_bf16"] = min(bf16s) / row["ours_log8_us"]
+                if "fi_fp8_us" in row:
+                    row["log8_speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_log8_us"]
             table.append(row)
             res["decode"] = table
             dump()
@@ -870,7 +904,10 @@ def main():
                 f"({row.get('ours_alt_splits')}) | triton {f('triton_us')} | flash {f('sdpa_flash_us')} | "
                 f"cudnn {f('sdpa_cudnn_us')} | fi bf16 {f('fi_bf16_us')} | fi fp8 {f('fi_fp8_us')} | "
                 f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
-                f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]")
+                f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]"
+                + (f" | log8 {f('ours_log8_us')} us ({row.get('ours_log8_frac_copy', 0) * 100:3.0f}% copy, "
+                   f"x{row.get('log8_speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
+                   f"x{row.get('log8_speedup_vs_fi_fp8', float('nan')):.2f} vs fp8)" if a.also_log8 else ""))
     app = []
     if not (a.no_append or SMOKE):
         # launch floor: a graph of 16 tiny torch kernels (one elementwise op each)

@@ -155,7 +155,7 @@ def sm_balance(per_cta, n_hp: int, bh: int) -> dict:
 def trace_point(B: int, L: int, dev, modes) -> dict:
     lc = dc.LayerCalls(B, L, dev)
     plan = lc.plans[0]
-    nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plan.variant)
+    nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plan.variant, 0)
     res = dict(L=L, B=B, bytes=lc.nbytes, splits=f"{plan.n_hp}+{plan.n_int2}", variant=plan.variant)
     for mode in modes:
         # chain: the sequence ends with a GEMV, so the last decode traced is the one of the last layer

@@ -1,30 +1,38 @@
 """Small builders shared by the kernel tests."""
 
+from dataclasses import replace
+
 import torch
 
 from oscarkv.kernels import MixedKVCache, MixedKVPool, write_kv
-from oscarkv.quant import QuantConfig
+from oscarkv.quant import QuantConfig, log8_top
 
 
 def build(lens, *, d=64, hkv=2, group=None, bs=4, sink=8, recent=16, chunks=1, seed=0, device="cpu",
-          k_clip=0.96, v_clip=0.92, backend="torch", blocks=256, layout="logical", page=None):
-    """A cache holding ``lens[i]`` random rotated tokens per sequence, written in ``chunks`` appends.
+          k_clip=0.96, v_clip=0.92, backend="torch", blocks=256, layout="logical", page=None, scale_dtype="float16"):
+    """A cache holding ``lens[i]`` random rotated tokens per sequence, written in ``chunks`` appends
+    (``scale_dtype="log8"``: scale_top of K and V from all the rows, ``quant.log8_top``).
 
     Returns (cache, pool, ids, rows) where rows[i] = (k, v) original bf16 rows of sequence i.
     """
     g = torch.Generator().manual_seed(seed)
-    kc = QuantConfig(group_size=group or d, clip_ratio=k_clip)
-    vc = QuantConfig(group_size=group or d, clip_ratio=v_clip)
-    pool = MixedKVPool.allocate(blocks, blocks, bs, hkv, d, kc, vc, device=device, layout=layout)
-    cache = MixedKVCache(blocks, blocks, bs, sink=sink, recent=recent, page=page)
     ids = list(range(len(lens)))
     rows = []
     for i in ids:
-        cache.add(i)
         # outlier-ish rows so clipping matters
         k = (torch.randn(lens[i], hkv, d, generator=g) * (1 + 4 * torch.rand(lens[i], hkv, d, generator=g) ** 8))
         v = torch.randn(lens[i], hkv, d, generator=g)
         rows.append((k.bfloat16().to(device), v.bfloat16().to(device)))
+    kc = QuantConfig(group_size=group or d, clip_ratio=k_clip)
+    vc = QuantConfig(group_size=group or d, clip_ratio=v_clip)
+    if scale_dtype != "float16":
+        tops = [log8_top(torch.cat([r[j] for r in rows]).float(), c) if scale_dtype == "log8" else None
+                for j, c in enumerate((kc, vc))]
+        kc, vc = (replace(c, scale_dtype=scale_dtype, scale_top=t) for c, t in zip((kc, vc), tops))
+    pool = MixedKVPool.allocate(blocks, blocks, bs, hkv, d, kc, vc, device=device, layout=layout)
+    cache = MixedKVCache(blocks, blocks, bs, sink=sink, recent=recent, page=page)
+    for i in ids:
+        cache.add(i)
     done = [0] * len(lens)
     for c in range(chunks):
         take = [((c + 1) * n) // chunks - done[i] for i, n in enumerate(lens)]

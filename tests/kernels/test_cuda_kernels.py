@@ -107,9 +107,9 @@ def test_cuda_append_skips_the_padded_pages_of_a_graph_step():
     assert not any(getattr(pb, f)[NULL_BLOCK].any() for f in int2)
 
 
-def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, **plan_kw):
+def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, scale_dtype="float16", **plan_kw):
     cache, pool, ids, _ = build(lens, d=d, hkv=hkv, bs=16, sink=64, recent=256, layout="tile16", device="cuda",
-                                backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64)
+                                backend="cuda", seed=seed, blocks=sum(lens) // 16 * 2 + 64, scale_dtype=scale_dtype)
     if dtype != torch.bfloat16:
         pool.k_hp = pool.k_hp.to(dtype)
         pool.v_hp = pool.v_hp.to(dtype)
@@ -117,7 +117,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, **
     g = torch.Generator().manual_seed(seed)
     q = (torch.randn(len(lens), hkv * G, d, generator=g) * 2).to("cuda", dtype)
     ref = decode_attention_torch(q, pool, meta, compute_dtype=torch.float64, int8_int2_query=True)
-    plan = DecodePlan(len(lens), hkv * G, hkv, d, meta, "cuda", dtype, **plan_kw)
+    plan = DecodePlan(len(lens), hkv * G, hkv, d, meta, "cuda", dtype, scale_dtype=scale_dtype, **plan_kw)
     out = decode_attention(q, pool, meta, plan=plan)
     torch.cuda.synchronize()
     assert out.dtype == dtype and not out.isnan().any()
@@ -129,6 +129,56 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, **
     again = decode_attention(q, pool, meta, plan=plan)
     assert torch.equal(again, out) if same_bits else rel_err(again, out) < 1e-2
     return err, plan
+
+
+@pytest.mark.parametrize("d,chunks,k_clip", [(64, 1, 0.96), (128, 3, 0.9), (128, 40, None)])
+def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
+    """The log8 format (one byte of scale, one of zero): the CUDA append's scale step (a binary search over the
+    format's float32 midpoints), zero byte and codes equal the torch reference's bit for bit; a non-finite row
+    gets the NaN marker (e = 255) and its sequence's decode output is NaN."""
+    lens = [3, 29, 70, 200, 513]
+    kw = dict(d=d, hkv=2, bs=16, sink=16, recent=32, chunks=chunks, k_clip=k_clip, layout="tile16", device="cuda",
+              blocks=128, scale_dtype="log8")
+    ca, pa, ids, _ = build(lens, backend="torch", **kw)
+    cb, pb, _, _ = build(lens, backend="cuda", **kw)
+    assert pb.k_scale.dtype == torch.uint8 and pb.k_codes.stride(1) == 8 * d + 64
+    _pools_equal(pa, pb)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(40):
+        qkv = torch.randn(len(lens), 6, d, generator=g).bfloat16().cuda()
+        k, v = qkv[:, 2:4], qkv[:, 4:6]
+        write_kv(pa, k.contiguous(), v.contiguous(), ca.plan_append(ids, [1] * len(lens)), backend="torch")
+        write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
+    _pools_equal(pa, pb)
+    for which in ("k", "v"):  # a NaN in one row of sequence 4, in the INT2 tier after 64 steps (recent 32, pages of 16)
+        k, v = (torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda() for _ in range(2))
+        (k if which == "k" else v)[4, 1, 5] = float("nan")
+        write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
+        for _ in range(64):
+            k, v = (torch.randn(len(lens), 2, d, generator=g).bfloat16().cuda() for _ in range(2))
+            write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
+        meta = cb.metadata(ids, device="cuda")
+        q = torch.randn(len(lens), 8, d, generator=g).bfloat16().cuda()
+        out = decode_attention(q, pb, meta, backend="cuda")
+        assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), which
+
+
+@pytest.mark.parametrize("variant", [0, 4, 7, 8, 10, 11])
+@pytest.mark.parametrize("G", [1, 4, 8])
+@pytest.mark.parametrize("d", [64, 128])
+def test_cuda_decode_log8_records(G, d, variant):
+    """The decode kernel on log8 records (8 d + 64 bytes per (block, KV head)): K scale / zero from the CTA's
+    fp32 table with 2^k_top folded in, V scale as fp16 2^(-e/32) and the zero through the fp16 magic number,
+    2^v_top on the split's output; against the float64 reference on the same pool, as the fp16 format."""
+    if variant in cuda_ops.PAIRED_VARIANTS and G > 4:
+        pytest.skip("paired-tile variants take group <= 4")
+    if variant == 8 and cuda_ops.lib().oscar_int2_decode_max_clusters(0, d, variant, 1) <= 0:
+        pytest.skip("no clusters of 16 on this GPU")
+    _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=700 + G + d, scale_dtype="log8",
+                 config=CudaDecodeConfig(variant=variant))
+    if variant == 4:
+        _decode_case([3000, 20, 131072], d, G, hkv=1, seed=710 + G, scale_dtype="log8", dtype=torch.float16,
+                     config=CudaDecodeConfig(variant=variant, early_reads=True))
 
 
 def _built(variant, d):
@@ -167,7 +217,7 @@ def test_cuda_decode_cluster_merge(variant):
     early reads, a second call with the same plan gives the same bits (inside _decode_case)."""
     from oscarkv.kernels import cuda_ops
 
-    if cuda_ops.lib().oscar_int2_decode_max_clusters(0, 128, variant) <= 0:
+    if cuda_ops.lib().oscar_int2_decode_max_clusters(0, 128, variant, 0) <= 0:
         pytest.skip(f"this GPU cannot co-schedule the clusters of variant {variant}")
     for i, (lens, d, G) in enumerate([([1, 77, 335, 9000], 128, 4), ([40000], 128, 8), ([300, 5000], 64, 1),
                                       ([17, 2000, 31000], 64, 3)]):
@@ -231,7 +281,7 @@ def test_cuda_decode_poll_merge(G, variant):
                         ([20], 128, {})]:
         _, plan = _decode_case(lens, d, G, hkv=2, seed=600 + G + d, same_bits=False, config=cfg, **kw)
         fits = plan.batch * plan.hkv * (plan.n_hp + plan.n_int2) <= cuda_ops.lib().oscar_int2_decode_occupancy(
-            cuda_ops._DT[torch.bfloat16], d, plan.variant) * torch.cuda.get_device_properties(0).multi_processor_count
+            cuda_ops._DT[torch.bfloat16], d, plan.variant, 0) * torch.cuda.get_device_properties(0).multi_processor_count
         assert plan.merge_poll == int(fits and plan.n_hp + plan.n_int2 <= 64), (lens, plan.n_hp, plan.n_int2)
         torch.cuda.synchronize()
         assert not plan.counters.any()
@@ -271,7 +321,7 @@ def test_cuda_decode_merge_slices(slices, G, variant):
     if not _built(variant, 128):
         pytest.skip(f"variant {variant} is not built")
     cfg = CudaDecodeConfig(variant=variant, merge_slices=slices)
-    slots = cuda_ops.lib().oscar_int2_decode_occupancy(cuda_ops._DT[torch.bfloat16], 128, variant) * \
+    slots = cuda_ops.lib().oscar_int2_decode_occupancy(cuda_ops._DT[torch.bfloat16], 128, variant, 0) * \
         torch.cuda.get_device_properties(0).multi_processor_count
     for lens, d, kw in [([30000, 5000], 128, {"n_int2_splits": 40}), ([131072], 128, {}), ([40000, 77, 3000], 64, {}),
                         ([20], 128, {}), ([9000] * 3, 128, {"n_hp_splits": 1, "n_int2_splits": 1})]:

@@ -107,9 +107,9 @@ def test_tile16_emulated_kernel_operands_read_the_right_codes(d):
                         assert _emulate_unpack(vw, s, e, P) == int(plain[tok, dim]) * 4**P
 
 
-def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0):
+def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0, scale_dtype="float16"):
     """The same writes into a logical pool and a tile16 pool (torch reference), plus decode steps."""
-    kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, chunks=chunks, seed=seed, group=None)
+    kw = dict(d=d, hkv=hkv, bs=16, sink=16, recent=32, chunks=chunks, seed=seed, group=None, scale_dtype=scale_dtype)
     ca, pa, ids, _ = build(lens, **kw)
     cb, pb, _, _ = build(lens, **kw, layout="tile16")
     g = torch.Generator().manual_seed(seed + 1)
@@ -121,9 +121,11 @@ def _pair(lens, chunks, d=64, hkv=2, seed=0, steps=0):
     return ca, pa, pb, ids
 
 
-@pytest.mark.parametrize("chunks,steps", [(1, 0), (3, 20), (40, 5)])
-def test_tile16_pool_is_the_logical_pool_transformed(chunks, steps):
-    ca, pa, pb, ids = _pair([5, 49, 70, 133], chunks, steps=steps)
+@pytest.mark.parametrize("chunks,steps,scale_dtype", [(1, 0, "float16"), (3, 20, "float16"), (40, 5, "float16"),
+                                                      (3, 20, "log8")])
+def test_tile16_pool_is_the_logical_pool_transformed(chunks, steps, scale_dtype):
+    ca, pa, pb, ids = _pair([5, 49, 70, 133], chunks, steps=steps, scale_dtype=scale_dtype)
+    assert pb.k_scale.dtype == (torch.uint8 if scale_dtype == "log8" else torch.float16)
     conv = convert_pool(pa, "tile16")
     for n in POOL_INT2 + ("k_hp", "v_hp"):
         assert torch.equal(getattr(conv, n), getattr(pb, n)), n
@@ -139,13 +141,17 @@ def test_tile16_pool_is_the_logical_pool_transformed(chunks, steps):
     assert torch.equal(decode_attention(q, pa, meta, backend="torch"), decode_attention(q, pb, meta, backend="torch"))
 
 
-@pytest.mark.parametrize("d", [64, 128])
-def test_tile16_records_partition_one_tensor(d):
+@pytest.mark.parametrize("d,scale_dtype", [(64, "float16"), (128, "float16"), (128, "log8"), (64, "log8")])
+def test_tile16_records_partition_one_tensor(d, scale_dtype):
     """A tile16 pool's six INT2 tensors are views that tile one uint8 tensor exactly, one contiguous record
-    per (block, KV head) in the decode kernel's order (no gap, no overlap); convert_pool builds the same."""
+    per (block, KV head) in the decode kernel's order (no gap, no overlap); convert_pool builds the same.
+    Records of 8 d + 128 bytes (fp16 scale / zero) or 8 d + 64 (log8)."""
     from oscarkv.kernels.cuda_ops import check_pool_records
 
-    kc, vc = QuantConfig(group_size=d, clip_ratio=0.96), QuantConfig(group_size=d, clip_ratio=0.92)
+    top = {"scale_top": 0} if scale_dtype == "log8" else {}
+    kc = QuantConfig(group_size=d, clip_ratio=0.96, scale_dtype=scale_dtype, **top)
+    vc = QuantConfig(group_size=d, clip_ratio=0.92, scale_dtype=scale_dtype, **top)
+    sb = 1 if scale_dtype == "log8" else 2
     pool = MixedKVPool.allocate(9, 9, 16, 2, d, kc, vc, layout="tile16")
     for p in (pool, convert_pool(MixedKVPool.allocate(9, 9, 16, 2, d, kc, vc), "tile16")):
         base = p.k_codes.untyped_storage().data_ptr()
@@ -153,7 +159,7 @@ def test_tile16_records_partition_one_tensor(d):
                  for n in ("k_codes", "v_codes", "k_scale", "k_zero", "v_scale", "v_zero")]
         assert spans[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(spans, spans[1:]))  # in this order
         record = spans[-1][0] + spans[-1][1]
-        assert record == 8 * d + 4 * 16 * 2 and p.k_codes.stride()[:2] == (2 * record, record)
+        assert record == 8 * d + 4 * 16 * sb and p.k_codes.stride()[:2] == (2 * record, record)
         assert p.k_codes.untyped_storage().nbytes() == 9 * 2 * record
         check_pool_records(p)
     from dataclasses import replace
@@ -164,7 +170,7 @@ def test_tile16_records_partition_one_tensor(d):
     c32 = QuantConfig(group_size=d, scale_dtype="float32")  # records of another scale width: not the kernels'
     wide = MixedKVPool.allocate(4, 4, 16, 2, d, c32, c32, layout="tile16")
     assert wide.k_codes.stride(1) == 8 * d + 4 * 16 * 4
-    with pytest.raises(ValueError, match="fp16 scale"):
+    with pytest.raises(ValueError, match="scale_dtype in"):
         check_pool_records(wide)
 
 
@@ -332,9 +338,9 @@ def test_decode_plan_runs_the_filled_split_count_for_each_sequence(monkeypatch):
 
     occupancy = {0: (4, 4), 4: (2, 8), 7: (2, 8), 10: (4, 4), 11: (2, 8)}  # variant: (CTAs per SM, warps) of the .cu
     fake = SimpleNamespace(
-        oscar_int2_decode_occupancy=lambda dt, d, v: occupancy.get(v, (0, 0))[0],
-        oscar_int2_decode_warps=lambda dt, d, v: occupancy.get(v, (0, -1))[1],
-        oscar_int2_decode_cluster=lambda dt, d, v: 0, oscar_int2_decode_max_clusters=lambda dt, d, v: 0)
+        oscar_int2_decode_occupancy=lambda dt, d, v, sf: occupancy.get(v, (0, 0))[0],
+        oscar_int2_decode_warps=lambda dt, d, v, sf: occupancy.get(v, (0, -1))[1],
+        oscar_int2_decode_cluster=lambda dt, d, v, sf: 0, oscar_int2_decode_max_clusters=lambda dt, d, v, sf: 0)
     monkeypatch.setattr(cuda_ops, "lib", lambda: fake)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda dev: SimpleNamespace(name="NVIDIA H100 80GB HBM3", multi_processor_count=132))

@@ -136,3 +136,49 @@ def test_window_rule_int_and_tensor_agree():
         want = [page * (max(0, n - sink - recent) // page) for n in range(400)]
         assert got.tolist() == want == [int2_len(n, sink, recent, page) for n in range(400)]
         assert all(x % page == 0 for x in want)
+
+
+def test_log8_scale_and_zero_in_one_byte_each():
+    """scale_dtype="log8": scale 2**(T - e/32) with e the nearest step in log2 (float32 midpoints), zero the group
+    minimum rounded to a quarter of that step; codes chosen against those values, so the round-trip error is at
+    most half a step plus the zero's rounding (an eighth of a step) and the scale's (1.1% of the range)."""
+    from oscarkv.quant import log8_top, scale_zero_values
+    from oscarkv.quant.format import LOG8_MIDS, LOG8_SCALES
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 9, 128, generator=g) * torch.rand(6, 9, 1, generator=g) * 4 + 0.3
+    base = QuantConfig(clip_ratio=0.95)
+    t = log8_top(x, base)
+    cfg = QuantConfig(clip_ratio=0.95, scale_dtype="log8", scale_top=t)
+    q = quantize(x, cfg)
+    assert q.scale.dtype == q.zero.dtype == torch.uint8 and q.nbytes() == x.numel() // 4 + 2 * 6 * 9
+    s, z = scale_zero_values(q.scale, q.zero, cfg)
+    raw = quantize(x, QuantConfig(clip_ratio=0.95, scale_dtype="float32")).scale
+    assert (raw <= 2.0**t).all() and raw.max() > 2.0 ** (t - 2)  # log8_top: one octave of headroom
+    inside = raw >= 2.0 ** (t - 254 / 32)  # smaller scales take the smallest step (e = 254): ~8 octaves below 2^T
+    assert ((s.log2() - raw.log2()).abs() <= 0.5 / 32 + 1e-6)[inside].all()  # the nearest 2^(1/32) step
+    assert (q.scale[~inside] == 254).all() and (~inside).any()
+    zq = q.zero.float() - 128  # the stored byte is zq + 128
+    assert torch.equal(z, s * zq / 4) and zq.abs().max() < 128 and zq.min() < 0
+    xc = x.clamp(-(x.abs().sort(-1).values[..., 121:122]), x.abs().sort(-1).values[..., 121:122])  # rho 0.95: k 121
+    err = (dequantize(q, cfg) - xc).abs()
+    assert (err <= s * (0.5 + 0.125) + 3 * 0.011 * raw + 1e-6).all()  # (a larger step where clamped)
+    assert torch.equal(fake_quantize(x, cfg), dequantize(q, cfg))
+    # the table: e = 0 .. 254 exact powers 2^(-e/32), midpoints between neighbours, 255 the NaN marker
+    assert torch.isnan(LOG8_SCALES[255]) and (LOG8_SCALES[1:255] < LOG8_SCALES[:254]).all()
+    assert ((LOG8_MIDS < LOG8_SCALES[:255]) & (LOG8_MIDS > LOG8_SCALES[1:256].nan_to_num(0))).all()
+    nan_rows = quantize.__globals__["QuantizedRows"](q.codes[:1, :1], torch.full((1, 1, 1), 255, dtype=torch.uint8),
+                                                     q.zero[:1, :1], 128, 2)
+    assert dequantize(nan_rows, cfg).isnan().all()  # a non-finite row's marker (the CUDA append writes it)
+
+
+def test_log8_config_errors_name_the_fix():
+    with pytest.raises(ValueError, match="scale_top"):
+        QuantConfig(scale_dtype="log8")
+    with pytest.raises(ValueError, match=r"scale_top, an integer in \[-100, 100\]"):
+        QuantConfig(scale_dtype="log8", scale_top=1.5)
+    with pytest.raises(ValueError, match="log8' only"):
+        QuantConfig(scale_top=3)
+    q = quantize(torch.randn(2, 64), QuantConfig(group_size=64, scale_dtype="log8", scale_top=2))
+    with pytest.raises(ValueError, match="need their QuantConfig"):
+        dequantize(q)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..quant import QuantConfig, group_scale_zero
+from ..quant import QuantConfig, group_scale_zero, scale_zero_values
 
 
 def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,7 +26,7 @@ def code_positions(x: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, tor
     nearest level (the end one) as their clipped position. Fitting on clipped positions instead
     pulled the end levels inward and made held-out errors worse than uniform."""
     xg, scale, zero = group_scale_zero(x, cfg)
-    scale, zero = scale.float()[..., None], zero.float()[..., None]
+    scale, zero = (t[..., None] for t in scale_zero_values(scale, zero, cfg))
     u = (x.float().reshape(xg.shape) - zero) / scale
     return u.reshape(x.shape), scale.expand_as(xg).reshape(x.shape)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import InputError, StateError
+from ..errors import InputError, StateError, UnsupportedError
 
 from . import cuda_ops
 from .cuda_ops import CudaDecodeConfig, CudaKernelUnavailable, DecodePlan
@@ -168,7 +168,7 @@ def decode_attention(
     if be == "auto":
         if plan is not None or (q.is_cuda and pool.layout == "tile16" and cuda_ops.unsupported_reason(q, pool) is None):
             be = "cuda"
-        elif q.is_cuda and pool.layout == "logical" and q.shape[-1] >= TRITON_GPU_MIN_HEAD_DIM:
+        elif q.is_cuda and pool.layout == "logical" and q.shape[-1] >= TRITON_GPU_MIN_HEAD_DIM and not pool.k_cfg.log8:
             be = "triton"
         else:
             be = "torch"
@@ -178,9 +178,11 @@ def decode_attention(
             raise cuda_ops.CudaKernelUnavailable(f"backend='cuda' cannot run this call: {why}")
         if plan is None:
             cfg = config if isinstance(config, CudaDecodeConfig) else None
-            plan = DecodePlan(q.shape[0], q.shape[1], pool.num_kv_heads, pool.head_dim, meta, q.device, q.dtype, cfg)
+            plan = DecodePlan(q.shape[0], q.shape[1], pool.num_kv_heads, pool.head_dim, meta, q.device, q.dtype, cfg,
+                              scale_dtype=pool.k_cfg.scale_dtype)
         o = plan.run(q, pool, meta, sm_scale, out=out)
     elif be == "triton":
+        _check_triton_scales(pool)
         if pool.layout != "logical":
             raise InputError(f"the Triton decode kernel reads the logical INT2 layout, the pool is {pool.layout!r}; "
                              "use backend='cuda' or convert_pool(pool, 'logical')")
@@ -194,6 +196,12 @@ def decode_attention(
             out.copy_(o)
             o = out
     return unrotate_v(o, v_rotation) if v_rotation is not None else o
+
+
+def _check_triton_scales(pool: MixedKVPool) -> None:
+    if pool.k_cfg.log8:
+        raise UnsupportedError("the Triton kernels read float scale / zero; a log8 pool (QuantConfig(scale_dtype="
+                               "'log8')) runs on backend='cuda' (tile16 layout) or backend='torch'")
 
 
 def _check_fused_rotation(k, rotation, q, q_out) -> None:
@@ -239,7 +247,7 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
     if be == "auto":
         if k.is_cuda and pool.layout == "tile16" and plan.page_dst is not None:
             be = "cuda"
-        elif k.is_cuda:
+        elif k.is_cuda and not pool.k_cfg.log8:
             be = "triton"
         else:
             be = "torch"
@@ -256,6 +264,7 @@ def write_kv(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: WritePla
     if be == "triton":
         from .triton_append import write_kv_triton
 
+        _check_triton_scales(pool)
         write_kv_triton(pool, k, v, plan)
     else:
         write_kv_torch(pool, k, v, plan)

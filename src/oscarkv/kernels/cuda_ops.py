@@ -104,7 +104,7 @@ class _DecodeParams(ctypes.Structure):
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
         ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_poll", ctypes.c_int),
-        ("merge_slices", ctypes.c_int),
+        ("merge_slices", ctypes.c_int), ("log8", ctypes.c_void_p), ("k_top", ctypes.c_int), ("v_top", ctypes.c_int),
     ]
 
 
@@ -123,6 +123,7 @@ class _AppendParams(ctypes.Structure):
         ("do_pages", ctypes.c_int), ("do_rows", ctypes.c_int),
         ("rot", ctypes.c_void_p), ("rot_heads", ctypes.c_int), ("q", ctypes.c_void_p), ("q_out", ctypes.c_void_p),
         ("q_sr", ctypes.c_int64), ("q_sh", ctypes.c_int64), ("group", ctypes.c_int),
+        ("log8", ctypes.c_void_p), ("k_top", ctypes.c_int), ("v_top", ctypes.c_int),
     ]
 
 
@@ -140,19 +141,18 @@ def lib():
         for f in (L.oscar_int2_decode, L.oscar_append):
             f.restype = ctypes.c_int
         L.oscar_int2_decode.argtypes = [ctypes.POINTER(_DecodeParams), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                        ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-        L.oscar_int2_decode_occupancy.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        L.oscar_int2_decode_warps.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        L.oscar_int2_decode_cluster.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        L.oscar_int2_decode_max_clusters.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+                                        ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        for f in (L.oscar_int2_decode_occupancy, L.oscar_int2_decode_warps, L.oscar_int2_decode_cluster,
+                  L.oscar_int2_decode_max_clusters):
+            f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]  # dtype, head_dim, variant, format
         L.oscar_trace.argtypes = [ctypes.c_void_p, ctypes.c_int]  # bench/trace_decode.py (an OSCARKV_TRACE build)
         L.oscar_read_pattern.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                          ctypes.c_int, ctypes.c_void_p]
         L.oscar_append.argtypes = [ctypes.POINTER(_AppendParams), ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                   ctypes.c_int]
+                                   ctypes.c_int, ctypes.c_int]
         L.oscar_read_records.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
                                          ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                         ctypes.c_int, ctypes.c_void_p]
+                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
         _LIB = L
     return _LIB
 
@@ -169,6 +169,31 @@ def load_error() -> Exception | None:
 
 
 _DT = {torch.bfloat16: 0, torch.float16: 1}
+# the records' scale format (the kernels' template SF) by QuantConfig.scale_dtype
+SCALE_FORMATS = {"float16": 0, "log8": 1}
+_LOG8_TABLES: dict = {}
+
+
+def scale_format(pool: MixedKVPool) -> int:
+    """SCALE_FORMATS code of a pool whose scale format the kernels read (check with ``unsupported_reason``)."""
+    return SCALE_FORMATS[pool.k_cfg.scale_dtype]
+
+
+def log8_table(device) -> torch.Tensor:
+    """The log8 format's table as the kernels read it (DecodeParams::log8): float32 [512] on ``device``, cached."""
+    dev = torch.device(device)
+    if dev not in _LOG8_TABLES:
+        from ..quant.format import LOG8_MIDS, LOG8_SCALES
+
+        _LOG8_TABLES[dev] = torch.cat([LOG8_SCALES, LOG8_MIDS, torch.zeros(1)]).to(dev)
+    return _LOG8_TABLES[dev]
+
+
+def _log8_args(pool: MixedKVPool, device) -> tuple[int, int, int]:
+    """(table pointer, k_top, v_top) of a log8 pool, (0, 0, 0) otherwise."""
+    if not pool.k_cfg.log8:
+        return 0, 0, 0
+    return log8_table(device).data_ptr(), pool.k_cfg.scale_top, pool.v_cfg.scale_top
 
 
 def _pdl(device) -> int:
@@ -186,8 +211,8 @@ def unsupported_reason(q: torch.Tensor, pool: MixedKVPool) -> str | None:
         return f"q ({q.dtype}) and the hp pool ({pool.k_hp.dtype}) must both be bf16 or both fp16"
     if pool.head_dim not in (64, 128):
         return f"head_dim {pool.head_dim} (CUDA kernel: 64 or 128)"
-    if pool.k_scale.dtype != torch.float16 or pool.num_groups != 1:
-        return "CUDA kernel needs fp16 scale/zero and one group per row"
+    if pool.k_cfg.scale_dtype not in SCALE_FORMATS or pool.num_groups != 1:
+        return f"CUDA kernel needs scale_dtype in {sorted(SCALE_FORMATS)} and one group per row"
     g = q.shape[1] // pool.num_kv_heads
     if g > 8:
         return f"GQA group {g} > 8"
@@ -199,10 +224,10 @@ def check_pool_records(pool: MixedKVPool) -> tuple[int, int]:
     K codes | V codes | k_scale | k_zero | v_scale | v_zero contiguous, 16-byte aligned; the hp tensors with
     contiguous rows and equal strides. Returns the record strides in bytes (per block, per KV head); strides
     of dimensions of size 1 are not checked (torch leaves them arbitrary, the kernels multiply them by 0)."""
-    if pool.k_scale.dtype != torch.float16:  # the kernels' records hold fp16 scale / zero (TB in int2_paged.cu)
-        raise ValueError(f"the CUDA kernels need fp16 scale / zero, the pool has {pool.k_scale.dtype} "
-                         "(QuantConfig(scale_dtype='float16'))")
-    offs, rec = tile16_record_offsets(pool.head_dim, 2)
+    if pool.k_cfg.scale_dtype not in SCALE_FORMATS:  # the kernels' records (TB in int2_paged.cu)
+        raise ValueError(f"the CUDA kernels read scale_dtype in {sorted(SCALE_FORMATS)}, the pool has "
+                         f"{pool.k_cfg.scale_dtype!r}")
+    offs, rec = tile16_record_offsets(pool.head_dim, pool.k_scale.element_size())
     want = (pool.num_kv_heads * rec, rec)
     base = pool.k_codes.data_ptr()
     for name, off in offs.items():
@@ -397,10 +422,11 @@ VARIANT_RULES = {
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
 
 
-def variant_built(dtype: torch.dtype, head_dim: int, variant: int) -> bool:
-    """Whether the loaded library has decode ``variant`` for (dtype, head_dim) (12-14 are built at head_dim 128 only; a
-    kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may lack others)."""
-    return lib().oscar_int2_decode_warps(_DT[dtype], head_dim, variant) > 0
+def variant_built(dtype: torch.dtype, head_dim: int, variant: int, sf: int = 0) -> bool:
+    """Whether the loaded library has decode ``variant`` for (dtype, head_dim) and scale format ``sf``
+    (SCALE_FORMATS; 12-14 are built at head_dim 128 only; a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src
+    may lack others)."""
+    return lib().oscar_int2_decode_warps(_DT[dtype], head_dim, variant, sf) > 0
 
 
 def _per_card(table: dict, device_name: str, head_dim: int, default):
@@ -596,8 +622,12 @@ class DecodePlan:
 
     def __init__(self, batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, meta: DecodeMeta,
                  device, dtype=torch.bfloat16, config: CudaDecodeConfig | None = None,
-                 n_hp_splits: int | None = None, n_int2_splits: int | None = None):
+                 n_hp_splits: int | None = None, n_int2_splits: int | None = None, scale_dtype: str = "float16"):
         self.config = config or CudaDecodeConfig()
+        if scale_dtype not in SCALE_FORMATS:
+            raise InputError(f"scale_dtype must be one of {sorted(SCALE_FORMATS)} for the CUDA kernels, got {scale_dtype!r}")
+        self.scale_dtype = scale_dtype  # the records' format (the pools' QuantConfig.scale_dtype), fixed per plan
+        sf = SCALE_FORMATS[scale_dtype]
         explicit = n_hp_splits is not None or n_int2_splits is not None
         self.batch, self.hq, self.hkv, self.d = batch, num_q_heads, num_kv_heads, head_dim
         self.group = num_q_heads // num_kv_heads
@@ -617,10 +647,10 @@ class DecodePlan:
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         if v is None:
             v = _default_variant(bh, self.group, props.name,
-                                 lambda pv: variant_built(dtype, head_dim, pv), i2_tiles, head_dim)
+                                 lambda pv: variant_built(dtype, head_dim, pv, sf), i2_tiles, head_dim)
         self.variant = v
-        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v)
-        warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v)
+        per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v, sf)
+        warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v, sf)
         if per_sm <= 0 or warps <= 0:
             raise CudaKernelUnavailable(f"no CUDA decode kernel for dtype={dtype}, head_dim={head_dim}, variant={v}")
         sms = props.multi_processor_count
@@ -635,10 +665,10 @@ class DecodePlan:
             n_hp_splits = 1  # nothing cached: one empty split writes zeros
         # cluster variants (8, 9): one cluster of cx CTAs is all the splits of a (sequence, KV head), merged
         # through distributed shared memory (opt-in: see CudaDecodeConfig)
-        cx = L.oscar_int2_decode_cluster(_DT[dtype], head_dim, v)
+        cx = L.oscar_int2_decode_cluster(_DT[dtype], head_dim, v, sf)
         self.cluster = max(cx, 0)
         if cx > 0:
-            if L.oscar_int2_decode_max_clusters(_DT[dtype], head_dim, v) <= 0:
+            if L.oscar_int2_decode_max_clusters(_DT[dtype], head_dim, v, sf) <= 0:
                 raise CudaKernelUnavailable(f"variant {v} needs clusters of {cx} CTAs, which this GPU cannot "
                                             "co-schedule; use another variant")
             if n_hp_splits + n_int2_splits != cx:
@@ -687,6 +717,9 @@ class DecodePlan:
         why = unsupported_reason(q, pool)
         if why:
             raise CudaKernelUnavailable(why)
+        if pool.k_cfg.scale_dtype != self.scale_dtype:
+            raise ValueError(f"the pool's scale_dtype is {pool.k_cfg.scale_dtype!r}, the plan's {self.scale_dtype!r}: "
+                             "make the DecodePlan with scale_dtype=pool.k_cfg.scale_dtype")
         if q.stride(-1) != 1:
             q = q.contiguous()
         out = torch.empty_like(q) if out is None else out
@@ -704,9 +737,11 @@ class DecodePlan:
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
             self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll, self.merge_slices,
+            *_log8_args(pool, q.device),
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
-                                      ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device))
+                                      ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device),
+                                      SCALE_FORMATS[self.scale_dtype])
         if err != 0:
             raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")
         return out
@@ -758,15 +793,17 @@ def write_kv_cuda(pool: MixedKVPool, k: torch.Tensor, v: torch.Tensor, plan: Wri
             if q.dtype != k.dtype or not _pairs_aligned(q):
                 q = q.to(k.dtype).contiguous()
             p.q, p.q_out, p.q_sr, p.q_sh, p.group = q.data_ptr(), q_out.data_ptr(), q.stride(0), q.stride(1), q.shape[1] // hkv
+    p.log8, p.k_top, p.v_top = _log8_args(pool, dev)
+    sf = scale_format(pool)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     dt = _DT[pool.k_hp.dtype]
     pdl = _pdl(dev)
     if not plan.fusable:  # a new row overwrites an hp slot a page reads: pages first, then rows
         p.do_rows = 0
-        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl, sf)
         p.do_rows, p.do_pages = 1, 0
-        err = err or lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
+        err = err or lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl, sf)
     else:
-        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl)
+        err = lib().oscar_append(ctypes.byref(p), dt, d, stream, pdl, sf)
     if err != 0:
         raise RuntimeError(f"oscar_append failed with CUDA error {err}")

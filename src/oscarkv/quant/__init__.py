@@ -10,8 +10,10 @@ from .format import (
     dequantize,
     fake_quantize,
     group_scale_zero,
+    log8_top,
     pack_codes,
     quantize,
+    scale_zero_values,
     storage_dtype,
     unpack_codes,
 )
@@ -29,6 +31,7 @@ __all__ = [
     "fake_quantize",
     "fake_quantize_key_blocks",
     "group_scale_zero",
+    "log8_top",
     "int2_len",
     "int_region_bits",
     "kv_cache_bytes",
@@ -36,6 +39,7 @@ __all__ = [
     "pack_codes",
     "quantize",
     "quantize_key_blocks",
+    "scale_zero_values",
     "storage_dtype",
     "unpack_codes",
 ]

@@ -17,6 +17,12 @@
 //      (A = V^T codes, head_dim on M, tokens on K), so P = 1 + ((dim >> 3) & 1) + 2 ((dim >> 4) & 1).
 // K scale / zero are stored in token order 0,8,1,9,...,7,15 (lane g reads tokens g, g + 8 as one 32-bit
 // pair), V scale / zero in order 0,1,8,9,2,3,10,11,... (lane t reads tokens 2t, 2t+1, 2t+8, 2t+9 as 64 bits).
+// Scale formats (template SF): 0 = fp16 scale and zero (records of 8 D + 128 bytes); 1 = "log8" (oscarkv.quant.format:
+// one byte each, records of 8 D + 64 bytes, issue 7's 5.6% fewer bytes at head_dim 128): scale = 2^(top - e / 32)
+// (e = 255: NaN), zero = scale * (zb - 128) / 4. The decode kernel looks e up in per-CTA shared-memory tables made
+// from the format's float32 table (DecodeParams::log8): K with 2^k_top folded in (fp32, exact), V as fp16 2^(-e/32),
+// 2^v_top applied to the INT2 split's output; the halves 1024 + zb (PRMT under the fp16 exponent of 1024) give
+// zb / 4 - 32 = zq / 4 exactly in one HFMA2.
 //
 // Decode (one launch): grid (n_hp_splits + n_int2_splits, batch * num_kv_heads); each CTA takes one
 // token range of one tier for one KV head and all its query heads (GQA group <= 8 on the MMA's N).
@@ -88,6 +94,10 @@ struct DecodeParams {
   int split_major;  // 1: the linear CTA index is read split-major (below)
   int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
   int merge_slices;  // >= 1: the last min(merge_slices, splits) CTAs to arrive each merge a slice of the outputs
+  // log8 records (SF = 1): the format's table, float32 [512]: 2^(-e / 32) for e = 0 .. 255 (NaN at 255), then the
+  // 255 midpoints (quant.format LOG8_SCALES, LOG8_MIDS); the scale_top of K and of V
+  const float* log8;
+  int k_top, v_top;
 };
 
 struct AppendParams {
@@ -102,11 +112,11 @@ struct AppendParams {
   uint8_t* k_codes;
   uint8_t* v_codes;
   int64_t c_sblk, c_sh;
-  __half* k_scale;
-  __half* k_zero;
-  __half* v_scale;
-  __half* v_zero;
-  int64_t s_sblk, s_sh;
+  void* k_scale;  // __half (SF 0) or uint8 (SF 1, log8)
+  void* k_zero;
+  void* v_scale;
+  void* v_zero;
+  int64_t s_sblk, s_sh;  // elements
   void* k_hp;
   void* v_hp;
   int64_t h_sblk, h_sh, h_srow;
@@ -122,6 +132,8 @@ struct AppendParams {
   void* q_out;
   int64_t q_sr, q_sh;
   int group;  // query heads per KV head
+  const float* log8;  // log8 pages (SF 1): DecodeParams::log8's table; the scale_top of K and of V
+  int k_top, v_top;
 };
 
 namespace {
@@ -187,6 +199,11 @@ __device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
 __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   uint32_t r;
   asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t hfma2_c(uint32_t a, uint32_t b, uint32_t c) {  // a * b + c, f16x2
+  uint32_t r;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
 __device__ __forceinline__ float ex2(float x) {  // MUFU.EX2 alone (no denormal range fix-up)
@@ -409,7 +426,7 @@ constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 bef
 // the l / sum p z MMA and the offset MMA run once per pair, and tile b's V MMAs take P' with columns 0-3 zeroed
 // (tile a's with 4-7 zeroed). Columns n and n + 4 are two softmax streams of head n (each its own running max),
 // merged at the end of the warp's run. tests/kernels/test_cuda_emulation.py (pair=True) replays it on the CPU.
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
@@ -451,8 +468,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     sm_slot = hp ? split : n_h + (split - p.n_hp);
   }
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
-  // decode_smem_bytes<D, NWARP, STAGES>() at launch; 16-warp CTAs need more than the static 48 KB)
-  constexpr int TB = 8 * D + 128;  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero 32 B each
+  // decode_smem_bytes<D, NWARP, STAGES, SF>() at launch; 16-warp CTAs need more than the static 48 KB)
+  // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero (32 B each; log8: 16 B each)
+  constexpr int TAIL = SF ? 64 : 128;
+  constexpr int TB = 8 * D + TAIL;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   // the buffer's base at a fixed 128-byte phase (kRingPhase) wherever the static shared memory ends (the dynamic
   // part starts right after it, 16-byte aligned, so the static arrays' size used to set the ring's phase: 528 ->
@@ -587,6 +606,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     fl[1] = l_[1];
   } else {
     // ---------------------------------------------------------------- INT2 tier, cp.async ring
+    // log8: the CTA's scale tables (kscale / vscale below), before the PDL wait (no kernel of the step writes them)
+    __shared__ float sm_ks[SF ? 256 : 1];
+    __shared__ unsigned short sm_vs[SF ? 256 : 1];
+    if constexpr (SF == 1) {
+      const float kt = __int_as_float((127 + p.k_top) << 23);  // 2^k_top (|top| <= 100: a normal float)
+      for (int i = threadIdx.x; i < 256; i += NWARP * 32) {
+        const float v = __ldg(p.log8 + i);
+        sm_ks[i] = v * kt;
+        sm_vs[i] = __half_as_ushort(__float2half_rn(v));
+      }
+      __syncthreads();
+    }
     // q for the K side in int8 (departure from the spec, whose kernel keeps q in bf16; issue 7: 8-bit K
     // operands take 4 u8 x s8 MMAs and 16 LOP3 per tile instead of 8 fp16 MMAs and 36 unpack instructions, and no
     // 1024 offset to cancel). Per head, x = q * scale_log2, q8 = rint(x * 127 / absmax(x)), sigma = absmax / 127
@@ -715,7 +746,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       const uint8_t* a = mad_wide(blk, cblk, src);
       cp_async16(slot, a, ok, pol);
       if constexpr (NW == 4) cp_async16(slot + 4 * D, a + 4 * D, ok, pol);
-      cp_async16(slot + 8 * D, a + 8 * D, ok && lane < 8, pol);
+      cp_async16(slot + 8 * D, a + 8 * D, ok && lane < TAIL / 16, pol);
       asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     // ring slot of tile k: k mod STAGES (a mask for power-of-two rings, else a running pointer)
@@ -748,9 +779,22 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9), from the
     // slot whose lane-0 address is `base`; with PAIR each read takes tile b's slot (base + TB) for the lanes
     // whose columns / rows are tile b's: K (C layout) t >= 2, V scale (B layout) g >= 4, V zero (lz row) g = 2
-    const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 4 * g, aVs = (PAIR && g >= 4 ? TB : 0) + 8 * t,
-                   aVz = (PAIR && g == 2 ? TB : 0) + 8 * t;
+    // (log8: one byte per token, so half the offsets and widths; ksc / kzr hold two bytes, vsc.x / vzr.x four)
+    constexpr uint32_t SB = SF ? 1 : 2;  // bytes per scale / zero
+    const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 2 * SB * g, aVs = (PAIR && g >= 4 ? TB : 0) + 4 * SB * t,
+                   aVz = (PAIR && g == 2 ? TB : 0) + 4 * SB * t;
     auto read_scales = [&](uint32_t base, auto& x) {
+      if constexpr (SF == 1) {
+        unsigned short k0, k1;
+        asm volatile("ld.shared.u16 %0, [%1+%2];\n" : "=h"(k0) : "r"(base + aK), "n"(8 * D) : "memory");
+        asm volatile("ld.shared.u16 %0, [%1+%2];\n" : "=h"(k1) : "r"(base + aK), "n"(8 * D + 16) : "memory");
+        x.ksc = k0;
+        x.kzr = k1;
+        asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.vsc.x) : "r"(base + aVs), "n"(8 * D + 32) : "memory");
+        asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.vzr.x) : "r"(base + aVz), "n"(8 * D + 48) : "memory");
+        x.vsc.y = x.vzr.y = 0u;
+        return;
+      }
       asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.ksc) : "r"(base + aK), "n"(8 * D) : "memory");
       asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(x.kzr) : "r"(base + aK), "n"(8 * D + 32) : "memory");
       asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(x.vsc.x), "=r"(x.vsc.y) : "r"(base + aVs), "n"(8 * D + 64)
@@ -799,9 +843,35 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       for (int i = 0; i < 4; i++)
         S[i] = __int2float_rn(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (i & 1 ? sg1 : sg0);
     };
+    // K scale / zero of tokens g, g + 8 (fp32) and V scale / zero of tokens (2t, 2t + 1), (2t + 8, 2t + 9) (fp16
+    // pairs) of tile x, decoded from its stored format (log8: table lookups, V in units of 2^v_top)
+    auto kscale = [&](const auto& x, float& ks0, float& ks1, float& kz0, float& kz1) {
+      if constexpr (SF == 1) {
+        ks0 = sm_ks[x.ksc & 0xffu];
+        ks1 = sm_ks[(x.ksc >> 8) & 0xffu];
+        kz0 = __fmul_rn(ks0, (float)((int)(x.kzr & 0xffu) - 128)) * 0.25f;  // (s zq) / 4, as the format
+        kz1 = __fmul_rn(ks1, (float)((int)((x.kzr >> 8) & 0xffu) - 128)) * 0.25f;
+      } else {
+        ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
+      }
+    };
+    auto vscale = [&](const auto& x, uint32_t& vs_a, uint32_t& vs_b, uint32_t& vz_a, uint32_t& vz_b) {
+      if constexpr (SF == 1) {
+        const uint32_t e = x.vsc.x;
+        vs_a = (uint32_t)sm_vs[e & 0xffu] | ((uint32_t)sm_vs[(e >> 8) & 0xffu] << 16);
+        vs_b = (uint32_t)sm_vs[(e >> 16) & 0xffu] | ((uint32_t)sm_vs[e >> 24] << 16);
+        // halves 1024 + zb of the zero bytes, then zb / 4 - 32 = zq / 4 (exact), times the scale (one rounding)
+        const uint32_t za = __byte_perm(x.vzr.x, 0x64646464u, 0x4140), zb = __byte_perm(x.vzr.x, 0x64646464u, 0x4342);
+        vz_a = hmul2(hfma2_c(za, 0x34003400u, 0xDC80DC80u), vs_a);  // 0.25, -288
+        vz_b = hmul2(hfma2_c(zb, 0x34003400u, 0xDC80DC80u), vs_b);
+      } else {
+        vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
+      }
+    };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const auto& x, const float S[4], float c[4]) {
-      const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
+      float ks0, ks1, kz0, kz1;
+      kscale(x, ks0, ks1, kz0, kz1);
       c[0] = fmaf(ks0, S[0], kz0 * qs0);
       c[1] = fmaf(ks0, S[1], kz0 * qs1);
       c[2] = fmaf(ks1, S[2], kz1 * qs0);
@@ -811,13 +881,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // vmma(b0, b1): the V MMAs of the tile (PAIR: of both tiles, each with the other's columns of P' zeroed)
     auto finish = [&](auto raw, int k, const auto& x, const float S[4], auto&& vmma) {
       // logits relative to the running max: e = ks S + kz QS - m
-      const float ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
+      float ks0, ks1, kz0, kz1;
+      kscale(x, ks0, ks1, kz0, kz1);
       float e[4];
       e[0] = fmaf(ks0, S[0], fmaf(kz0, qs0, -m0));
       e[1] = fmaf(ks0, S[1], fmaf(kz0, qs1, -m1));
       e[2] = fmaf(ks1, S[2], fmaf(kz1, qs0, -m0));
       e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
-      uint32_t vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
+      uint32_t vs_a, vs_b, vz_a, vz_b;
+      vscale(x, vs_a, vs_b, vz_a, vz_b);
       // a partial tile (PAIR: or a pair whose tile b is partial or past the warp's last tile)
       const bool short_ = PAIR ? k >= k_short : k == partial_k;
       if (__any_sync(0xffffffffu, short_ || e[0] > kSlack || e[1] > kSlack || e[2] > kSlack || e[3] > kSlack)) {
@@ -992,7 +1064,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
             if (j0 + j < 32 && kc + j0 + j < nmine) {
               v[j][0] = ldg_cg16(a, pol);
               if constexpr (NW == 4) v[j][1] = ldg_cg16(a + 4 * D, pol);
-              if (lane < 8) v[j][2] = ldg_cg16(a + 8 * D, pol);
+              if (lane < TAIL / 16) v[j][2] = ldg_cg16(a + 8 * D, pol);
             }
           }
 #pragma unroll
@@ -1014,14 +1086,21 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const float z0 = __shfl_sync(0xffffffffu, lz[0], z_src), z1 = __shfl_sync(0xffffffffu, lz[1], z_src);
     float off[4][2];
     offsets(off);
+    // log8: V was in units of 2^v_top (vscale), put back here (powers of two: exact)
+    float vt = 1.f, z0s = z0, z1s = z1;
+    if constexpr (SF == 1) {
+      vt = __int_as_float((127 + p.v_top) << 23);
+      z0s *= vt;
+      z1s *= vt;
+    }
 #pragma unroll
     for (int i = 0; i < KS; i++) {
       const int P0 = v_field(i);  // rows 16 i + g + 8: P0 + 1
-      const float u0 = 1.f / float(1 << (2 * P0)), u1 = u0 * 0.25f;
-      fin[i][0] = (acc[i][0] - off[P0 - 1][0]) * u0 + z0;
-      fin[i][1] = (acc[i][1] - off[P0 - 1][1]) * u0 + z1;
-      fin[i][2] = (acc[i][2] - off[P0][0]) * u1 + z0;
-      fin[i][3] = (acc[i][3] - off[P0][1]) * u1 + z1;
+      const float u0 = vt / float(1 << (2 * P0)), u1 = u0 * 0.25f;
+      fin[i][0] = (acc[i][0] - off[P0 - 1][0]) * u0 + z0s;
+      fin[i][1] = (acc[i][1] - off[P0 - 1][1]) * u0 + z1s;
+      fin[i][2] = (acc[i][2] - off[P0][0]) * u1 + z0s;
+      fin[i][3] = (acc[i][3] - off[P0][1]) * u1 + z1s;
     }
     fm[0] = m0;
     fm[1] = m1;
@@ -1056,7 +1135,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // rows of D + 4 floats: lane (g, t) writes column 2t (+1), dim 16 mt + g (+8), so with rows of D floats the four
   // lanes of one g hit one bank (4-way conflicts on each of the 32 stores); the pad puts them 8 banks apart
   constexpr int DP = D + 4;
-  static_assert(STAGES * (8 * D + 128) >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
+  static_assert(STAGES * TB >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
   float (*sm_o)[8][DP] = reinterpret_cast<float (*)[8][DP]>(smem);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
   __shared__ int sm_slice;
@@ -1405,8 +1484,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 // threshold tau = sort(|x|)[k] is found by a 31-step radix select over the bits of |x| (exact; no d x d
 // comparison).
 
-template <int D>
-__device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, __half* sc, __half* zr) {
+// sc / zr: the row's stored scale and zero (SF 0: __half; SF 1, log8: uint8 e and zq + 128, with the format's table
+// log8 and the side's scale_top `top`, exactly as oscarkv.quant.format.group_scale_zero)
+template <int D, int SF>
+__device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, void* sc, void* zr,
+                                          const float* log8, int top) {
   constexpr int E = D / 32;
   // Issue 11: fminf/fmaxf (and the clip) drop NaN, so a non-finite row would get plausible codes. Flag it
   // before clipping and store a NaN scale: its dequantized values are NaN and attention propagates them.
@@ -1450,16 +1532,45 @@ __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, u
     lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
     hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
   }
-  const __half s = __float2half_rn(bad ? __int_as_float(0x7fc00000) : __fdiv_rn(fmaxf(hi - lo, 1e-8f), 3.0f));
-  const __half z = __float2half_rn(lo);
-  const float sf = __half2float(s), zf = __half2float(z);
+  const float raw = bad ? __int_as_float(0x7fc00000) : __fdiv_rn(fmaxf(hi - lo, 1e-8f), 3.0f);
+  float sf, zf;
+  uint32_t sbits, zbits;  // what is stored
+  if constexpr (SF == 1) {
+    // e = the count of the format's midpoints (descending, log8[256 ..]) above raw 2^-top: 8 steps of a binary search
+    const float sn = __fmul_rn(raw, __int_as_float((127 - top) << 23));
+    const float* mids = log8 + 256;
+    int e = 0;
+#pragma unroll
+    for (int step = 128; step > 0; step >>= 1)
+      if (e + step <= 255 && __ldg(mids + e + step - 1) > sn) e += step;
+    e = bad ? 255 : min(e, 254);
+    sf = __fmul_rn(__ldg(log8 + e), __int_as_float((127 + top) << 23));
+    const float zq = fminf(fmaxf(rintf(__fdiv_rn(4.f * lo, sf)), -128.f), 127.f);
+    zf = __fmul_rn(sf, zq) * 0.25f;
+    sbits = (uint32_t)e;
+    zbits = (uint32_t)((int)zq + 128) & 0xffu;
+  } else {
+    const __half s = __float2half_rn(raw);
+    const __half z = __float2half_rn(lo);
+    sf = __half2float(s), zf = __half2float(z);
+    sbits = __half_as_ushort(s);
+    zbits = __half_as_ushort(z);
+  }
 #pragma unroll
   for (int e = 0; e < E; e++) {
     const float u = __fdiv_rn(x[e] - zf, sf);
     const float c = fminf(fmaxf(floorf(u + 0.5f), 0.f), 3.f);
     codes_row[lane + 32 * e] = (uint8_t)c;
   }
-  if (lane == 0) { *sc = s; *zr = z; }
+  if (lane == 0) {
+    if constexpr (SF == 1) {
+      *static_cast<uint8_t*>(sc) = (uint8_t)sbits;
+      *static_cast<uint8_t*>(zr) = (uint8_t)zbits;
+    } else {
+      *static_cast<unsigned short*>(sc) = (unsigned short)sbits;
+      *static_cast<unsigned short*>(zr) = (unsigned short)zbits;
+    }
+  }
 }
 
 constexpr int kAppendWarps = 16;  // one warp per row of a page
@@ -1610,7 +1721,7 @@ __device__ __forceinline__ void rotate_cta(const AppendParams& p, int h, int c0)
 
 // grid (2 n_pages + row CTAs, hkv): CTA 2 pg + which quantizes the K (which = 0) or V page pg of one head; at most
 // 64 registers (two 16-warp CTAs per SM, which the page CTAs of a demotion step at a large batch need)
-template <typename T, int D>
+template <typename T, int D, int SF>
 __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const AppendParams p) {
   constexpr int E = D / 32;
   constexpr int NW = D / 32;
@@ -1634,7 +1745,8 @@ __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const Appe
   if (page_cta) {
     const int pg = blockIdx.x >> 1, which = blockIdx.x & 1;
     __shared__ uint8_t codes[kTile][D];
-    __shared__ __half scz[2][kTile];
+    using S = std::conditional_t<SF == 1, uint8_t, unsigned short>;  // a stored scale / zero
+    __shared__ S scz[2][kTile];
     for (int r = warp; r < kTile; r += kAppendWarps) {
       const int64_t src = p.page_src[pg * kTile + r];
       const T* xr;
@@ -1653,7 +1765,8 @@ __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const Appe
       // tile16 token order for scale / zero: K stored index 2 (r % 8) + r / 8 (order 0, 8, 1, 9, ...);
       // V stored index 4 ((r % 8) / 2) + 2 (r / 8) + r % 2 (order 0, 1, 8, 9, 2, 3, 10, 11, ...)
       const int si = which ? 4 * ((r & 7) >> 1) + 2 * (r >> 3) + (r & 1) : 2 * (r & 7) + (r >> 3);
-      quant_row<D>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si]);
+      quant_row<D, SF>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si], p.log8,
+                       which ? p.v_top : p.k_top);
     }
     __syncthreads();
     if (warp == 0) {  // pack the page's codes into lane fragments
@@ -1692,8 +1805,8 @@ __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const Appe
       for (int w = 0; w < NW; w++) d32[w] = words[w];
     } else if (warp == 1 && lane < kTile) {
       const int64_t so = blk * p.s_sblk + h * p.s_sh + lane;
-      (which ? p.v_scale : p.k_scale)[so] = scz[0][lane];
-      (which ? p.v_zero : p.k_zero)[so] = scz[1][lane];
+      static_cast<S*>(which ? p.v_scale : p.k_scale)[so] = scz[0][lane];
+      static_cast<S*>(which ? p.v_zero : p.k_zero)[so] = scz[1][lane];
     }
     return;
   }
@@ -1753,56 +1866,57 @@ int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_
 
 // dynamic shared memory of a decode CTA: the cp.async ring (NWARP x STAGES tiles) or, after the loop, the
 // per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger, + 128 bytes to place it at kRingPhase
-template <int D, int NWARP, int STAGES>
+template <int D, int NWARP, int STAGES, int SF>
 constexpr int decode_smem_bytes() {
-  return 128 + (NWARP * STAGES * (8 * D + 128) > NWARP * 8 * D * 4 ? NWARP * STAGES * (8 * D + 128) : NWARP * 8 * D * 4);
+  constexpr int TB = 8 * D + (SF ? 64 : 128);  // the kernel's tile record
+  return 128 + (NWARP * STAGES * TB > NWARP * 8 * D * 4 ? NWARP * STAGES * TB : NWARP * 8 * D * 4);
 }
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES>());
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES, SF>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>,
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, grid, dim3(NWARP * 32),
-                   (size_t)decode_smem_bytes<D, NWARP, STAGES>(), stream, pdl, CX, p);
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, grid, dim3(NWARP * 32),
+                   (size_t)decode_smem_bytes<D, NWARP, STAGES, SF>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
   cfg.blockDim = dim3(NWARP * 32);
-  cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES>();
+  cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES, SF>();
   cudaLaunchAttribute a;
   a.id = cudaLaunchAttributeClusterDimension;
   a.val.clusterDim.x = CX;
@@ -1811,15 +1925,15 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR>, NWARP * 32,
-                                                decode_smem_bytes<D, NWARP, STAGES>());
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, NWARP * 32,
+                                                decode_smem_bytes<D, NWARP, STAGES, SF>());
   return n;
 }
 
@@ -1831,51 +1945,55 @@ int occupancy() {
 // in the thirty-seventh session after the 8-deep 8-warp ring (7) was the fastest at 128K batch 1 and 472+ pairs:
 // 12 / 13 = 7 with rings 12 / 10 deep (two CTAs per SM still fit: 2 x 110.6 KB at 12), 14 = 7 with paired tiles.
 // dtype: 0 = bf16, 1 = fp16.
-#define OSCAR_TABLE(F, T)                                               \
-  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0>ARGS;   \
-  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0>ARGS;   \
-  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, 0>ARGS;   \
-  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, 0>ARGS;  \
-  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0>ARGS;     \
-  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, 0>ARGS;     \
-  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, 0>ARGS;     \
-  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, 0>ARGS;     \
-  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, 0>ARGS;    \
-  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, 0>ARGS;     \
-  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, 0>ARGS;   \
-  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, 0>ARGS;     \
-  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, 0>ARGS;   \
-  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, 0>ARGS;     \
-  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, 0>ARGS;    \
-  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, 0>ARGS;    \
-  if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16>ARGS; \
-  if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16>ARGS;   \
-  if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8>ARGS;   \
-  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8>ARGS;     \
-  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 4, 4, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 10) return F<T, 64, 4, 4, 4, 0, 1>ARGS;   \
-  if (head_dim == 128 && variant == 11) return F<T, 128, 8, 2, 4, 0, 1>ARGS; \
-  if (head_dim == 64 && variant == 11) return F<T, 64, 8, 2, 4, 0, 1>ARGS;   \
-  if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 12, 0>ARGS;  \
-  if (head_dim == 128 && variant == 13) return F<T, 128, 8, 2, 10, 0>ARGS;  \
-  if (head_dim == 128 && variant == 14) return F<T, 128, 8, 2, 8, 0, 1>ARGS;
+#define OSCAR_TABLE(F, T, SF)                                               \
+  if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0, 0, SF>ARGS;   \
+  if (head_dim == 128 && variant == 1) return F<T, 128, 4, 4, 8, 0, 0, SF>ARGS;   \
+  if (head_dim == 128 && variant == 2) return F<T, 128, 4, 4, 6, 0, 0, SF>ARGS;   \
+  if (head_dim == 128 && variant == 3) return F<T, 128, 4, 3, 10, 0, 0, SF>ARGS;  \
+  if (head_dim == 64 && variant == 0) return F<T, 64, 4, 4, 4, 0, 0, SF>ARGS;     \
+  if (head_dim == 64 && variant == 1) return F<T, 64, 4, 4, 8, 0, 0, SF>ARGS;     \
+  if (head_dim == 64 && variant == 2) return F<T, 64, 4, 4, 6, 0, 0, SF>ARGS;     \
+  if (head_dim == 64 && variant == 3) return F<T, 64, 4, 4, 10, 0, 0, SF>ARGS;     \
+  if (head_dim == 128 && variant == 4) return F<T, 128, 8, 2, 4, 0, 0, SF>ARGS;    \
+  if (head_dim == 64 && variant == 4) return F<T, 64, 8, 2, 4, 0, 0, SF>ARGS;     \
+  if (head_dim == 128 && variant == 5) return F<T, 128, 16, 1, 4, 0, 0, SF>ARGS;   \
+  if (head_dim == 64 && variant == 5) return F<T, 64, 16, 1, 4, 0, 0, SF>ARGS;     \
+  if (head_dim == 128 && variant == 6) return F<T, 128, 16, 1, 8, 0, 0, SF>ARGS;   \
+  if (head_dim == 64 && variant == 6) return F<T, 64, 16, 1, 8, 0, 0, SF>ARGS;     \
+  if (head_dim == 128 && variant == 7) return F<T, 128, 8, 2, 8, 0, 0, SF>ARGS;    \
+  if (head_dim == 64 && variant == 7) return F<T, 64, 8, 2, 8, 0, 0, SF>ARGS;    \
+  if (head_dim == 128 && variant == 8) return F<T, 128, 16, 1, 4, 16, 0, SF>ARGS; \
+  if (head_dim == 64 && variant == 8) return F<T, 64, 16, 1, 4, 16, 0, SF>ARGS;   \
+  if (head_dim == 128 && variant == 9) return F<T, 128, 8, 2, 4, 8, 0, SF>ARGS;   \
+  if (head_dim == 64 && variant == 9) return F<T, 64, 8, 2, 4, 8, 0, SF>ARGS;     \
+  if (head_dim == 128 && variant == 10) return F<T, 128, 4, 4, 4, 0, 1, SF>ARGS; \
+  if (head_dim == 64 && variant == 10) return F<T, 64, 4, 4, 4, 0, 1, SF>ARGS;   \
+  if (head_dim == 128 && variant == 11) return F<T, 128, 8, 2, 4, 0, 1, SF>ARGS; \
+  if (head_dim == 64 && variant == 11) return F<T, 64, 8, 2, 4, 0, 1, SF>ARGS;   \
+  if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 12, 0, 0, SF>ARGS;  \
+  if (head_dim == 128 && variant == 13) return F<T, 128, 8, 2, 10, 0, 0, SF>ARGS;  \
+  if (head_dim == 128 && variant == 14) return F<T, 128, 8, 2, 8, 0, 1, SF>ARGS;
 
+// sf: the records' scale format (0 fp16, 1 log8), as the template SF
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
-                                 int pdl) {
+                                 int pdl, int sf) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
 #define ARGS (*p, batch, s, pdl)
-  if (dtype == 0) { OSCAR_TABLE(launch_decode, __nv_bfloat16) }
-  if (dtype == 1) { OSCAR_TABLE(launch_decode, __half) }
+  if (dtype == 0 && sf == 0) { OSCAR_TABLE(launch_decode, __nv_bfloat16, 0) }
+  if (dtype == 1 && sf == 0) { OSCAR_TABLE(launch_decode, __half, 0) }
+  if (dtype == 0 && sf == 1) { OSCAR_TABLE(launch_decode, __nv_bfloat16, 1) }
+  if (dtype == 1 && sf == 1) { OSCAR_TABLE(launch_decode, __half, 1) }
 #undef ARGS
   return -1;
 }
 
-// per-variant queries of the host (cuda_ops): one dispatch rule for all of them
-#define OSCAR_QUERY(NAME, F)                                   \
-  extern "C" int NAME(int dtype, int head_dim, int variant) { \
-    if (dtype == 0) { OSCAR_TABLE(F, __nv_bfloat16) }          \
-    if (dtype == 1) { OSCAR_TABLE(F, __half) }                 \
-    return -1;                                                 \
+#define OSCAR_QUERY(NAME, F)                                           \
+  extern "C" int NAME(int dtype, int head_dim, int variant, int sf) { \
+    if (dtype == 0 && sf == 0) { OSCAR_TABLE(F, __nv_bfloat16, 0) }    \
+    if (dtype == 1 && sf == 0) { OSCAR_TABLE(F, __half, 0) }           \
+    if (dtype == 0 && sf == 1) { OSCAR_TABLE(F, __nv_bfloat16, 1) }    \
+    if (dtype == 1 && sf == 1) { OSCAR_TABLE(F, __half, 1) }           \
+    return -1;                                                         \
   }
 #define ARGS ()
 OSCAR_QUERY(oscar_int2_decode_occupancy, occupancy)
@@ -1885,17 +2003,21 @@ OSCAR_QUERY(oscar_int2_decode_max_clusters, max_clusters)
 #undef ARGS
 #undef OSCAR_QUERY
 
-extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream, int pdl) {
+extern "C" int oscar_append(const AppendParams* p, int dtype, int head_dim, void* stream, int pdl, int sf) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   const int cols = p->n_rows * (1 + (p->q ? p->group : 0));  // rotation CTAs' columns (append_kernel)
   const int row_ctas = p->do_rows ? (p->n_rows + kAppendWarps - 1) / kAppendWarps + (p->rot ? (cols + kRotCols - 1) / kRotCols : 0) : 0;
   const int page_ctas = p->do_pages ? 2 * p->n_pages : 0;
   if (row_ctas + page_ctas == 0) return 0;
   dim3 grid(row_ctas + page_ctas, p->hkv), block(kAppendWarps * 32);
-  if (dtype == 0 && head_dim == 128) return launch(append_kernel<__nv_bfloat16, 128>, grid, block, 0, s, pdl, *p);
-  if (dtype == 0 && head_dim == 64) return launch(append_kernel<__nv_bfloat16, 64>, grid, block, 0, s, pdl, *p);
-  if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128>, grid, block, 0, s, pdl, *p);
-  if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64>, grid, block, 0, s, pdl, *p);
+#define OSCAR_APPEND(SF)                                                                                          \
+  if (dtype == 0 && head_dim == 128) return launch(append_kernel<__nv_bfloat16, 128, SF>, grid, block, 0, s, pdl, *p); \
+  if (dtype == 0 && head_dim == 64) return launch(append_kernel<__nv_bfloat16, 64, SF>, grid, block, 0, s, pdl, *p);   \
+  if (dtype == 1 && head_dim == 128) return launch(append_kernel<__half, 128, SF>, grid, block, 0, s, pdl, *p);        \
+  if (dtype == 1 && head_dim == 64) return launch(append_kernel<__half, 64, SF>, grid, block, 0, s, pdl, *p);
+  if (sf == 0) { OSCAR_APPEND(0) }
+  if (sf == 1) { OSCAR_APPEND(1) }
+#undef OSCAR_APPEND
   return -1;
 }
 
@@ -1968,7 +2090,7 @@ extern "C" int oscar_read_pattern(const void* src, int64_t n16, uint32_t* sink, 
 namespace {
 template <int D>
 __global__ void read_records_kernel(const uint8_t* rec, const int32_t* table, int n, int hkv, int64_t c_sblk,
-                                    int64_t c_sh, int order, uint32_t* sink) {
+                                    int64_t c_sh, int order, int tail_lanes, uint32_t* sink) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarp = (int64_t)gridDim.x * blockDim.x / 32;
   const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -1987,7 +2109,7 @@ __global__ void read_records_kernel(const uint8_t* rec, const int32_t* table, in
         const uint8_t* a = rec + (int64_t)table[b] * c_sblk + h * c_sh + 16 * lane;
         v[j][0] = __ldcs(reinterpret_cast<const uint4*>(a));
         if (D == 128) v[j][1] = __ldcs(reinterpret_cast<const uint4*>(a + 4 * D));
-        if (lane < 8) v[j][2] = __ldcs(reinterpret_cast<const uint4*>(a + 8 * D));
+        if (lane < tail_lanes) v[j][2] = __ldcs(reinterpret_cast<const uint4*>(a + 8 * D));
       }
     }
 #pragma unroll
@@ -2000,12 +2122,13 @@ __global__ void read_records_kernel(const uint8_t* rec, const int32_t* table, in
 }  // namespace
 
 extern "C" int oscar_read_records(const void* rec, const int32_t* table, int n, int hkv, int64_t c_sblk, int64_t c_sh,
-                                  int head_dim, int order, void* sink, int ctas, int threads, void* stream) {
+                                  int head_dim, int order, void* sink, int ctas, int threads, void* stream, int sf) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   const uint8_t* r = reinterpret_cast<const uint8_t*>(rec);
   uint32_t* k = reinterpret_cast<uint32_t*>(sink);
-  if (head_dim == 128) read_records_kernel<128><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, k);
-  else if (head_dim == 64) read_records_kernel<64><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, k);
+  const int tl = sf ? 4 : 8;  // lanes of the record's scale / zero tail (64 or 128 bytes)
+  if (head_dim == 128) read_records_kernel<128><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, tl, k);
+  else if (head_dim == 64) read_records_kernel<64><<<ctas, threads, 0, s>>>(r, table, n, hkv, c_sblk, c_sh, order, tl, k);
   else return -1;
   return (int)cudaGetLastError();
 }
