@@ -19,10 +19,11 @@
 // pair), V scale / zero in order 0,1,8,9,2,3,10,11,... (lane t reads tokens 2t, 2t+1, 2t+8, 2t+9 as 64 bits).
 // Scale formats (template SF): 0 = fp16 scale and zero (records of 8 D + 128 bytes); 1 = "log8" (oscarkv.quant.format:
 // one byte each, records of 8 D + 64 bytes, issue 7's 5.6% fewer bytes at head_dim 128): scale = 2^(top - e / 32)
-// (e = 255: NaN), zero = scale * (zb - 128) / 4. The decode kernel looks e up in per-CTA shared-memory tables made
-// from the format's float32 table (DecodeParams::log8): K with 2^k_top folded in (fp32, exact), V as fp16 2^(-e/32),
-// 2^v_top applied to the INT2 split's output; the halves 1024 + zb (PRMT under the fp16 exponent of 1024) give
-// zb / 4 - 32 = zq / 4 exactly in one HFMA2.
+// (e = 255: NaN), zero = scale * zq / 4 with zq = zb - 128. The decode kernel looks e up in per-CTA shared-memory
+// tables (exp2f, within 2 ulp of the format's table): K with 2^k_top folded in (fp32), V as fp16 2^(-e/32) with 2^v_top
+// applied to the INT2 split's output. The zero enters in units of its own scale: logits ks (S + (zq / 4) sum(q')),
+// and sum p z = sum p' zq / 4 is one more row of the sp MMA (B = p'); zq / 4 comes from the byte by a magic number
+// (fp32 for K, the fp16 halves 1024 + zb for V), exactly.
 //
 // Decode (one launch): grid (n_hp_splits + n_int2_splits, batch * num_kv_heads); each CTA takes one
 // token range of one tier for one KV head and all its query heads (GQA group <= 8 on the MMA's N).
@@ -94,10 +95,7 @@ struct DecodeParams {
   int split_major;  // 1: the linear CTA index is read split-major (below)
   int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
   int merge_slices;  // >= 1: the last min(merge_slices, splits) CTAs to arrive each merge a slice of the outputs
-  // log8 records (SF = 1): the format's table, float32 [512]: 2^(-e / 32) for e = 0 .. 255 (NaN at 255), then the
-  // 255 midpoints (quant.format LOG8_SCALES, LOG8_MIDS); the scale_top of K and of V
-  const float* log8;
-  int k_top, v_top;
+  int k_top, v_top;  // log8 records (SF = 1): the scale_top of K and of V
 };
 
 struct AppendParams {
@@ -606,18 +604,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     fl[1] = l_[1];
   } else {
     // ---------------------------------------------------------------- INT2 tier, cp.async ring
-    // log8: the CTA's scale tables (kscale / vscale below), before the PDL wait (no kernel of the step writes them)
+    // log8: the CTA's scale tables (kscale / vscale below), filled after the first ring loads are issued
     __shared__ float sm_ks[SF ? 256 : 1];
     __shared__ unsigned short sm_vs[SF ? 256 : 1];
-    if constexpr (SF == 1) {
-      const float kt = __int_as_float((127 + p.k_top) << 23);  // 2^k_top (|top| <= 100: a normal float)
-      for (int i = threadIdx.x; i < 256; i += NWARP * 32) {
-        const float v = __ldg(p.log8 + i);
-        sm_ks[i] = v * kt;
-        sm_vs[i] = __half_as_ushort(__float2half_rn(v));
-      }
-      __syncthreads();
-    }
     // q for the K side in int8 (departure from the spec, whose kernel keeps q in bf16; issue 7: 8-bit K
     // operands take 4 u8 x s8 MMAs and 16 LOP3 per tile instead of 8 fp16 MMAs and 36 unpack instructions, and no
     // 1024 offset to cancel). Per head, x = q * scale_log2, q8 = rint(x * 127 / absmax(x)), sigma = absmax / 127
@@ -703,12 +692,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         off[P - 1][1] = fmaf(-c, so1, 1024.f * se1);
       }
     };
-    // lz's A operand: row 0 = ones, row 1 = v_zero of the tile's tokens (PAIR: of tile a; row 2 of tile b),
-    // other rows 0
-    const bool z_row = g == 1 || (PAIR && g == 2);
-    const uint32_t lz_keep = z_row ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
-    // the lane holding sum p z (row 1, or with PAIR row 2 for columns 4-7) of this lane's columns
-    const int z_src = (PAIR && t >= 2 ? 8 : 4) + t;
+    // The zero-point sum sum p z. fp16 records: lz's A operand rows 0 = ones, ZR = 1: v_zero of the tile's tokens
+    // (PAIR: of tile a; row 2 of tile b), sum p z accumulates in lz. log8 records (zero = vs zq / 4): sp's A rows
+    // ZR = 2 (tile a) and 3 (PAIR: tile b) are zq / 4, so sum p' zq / 4 = sum p z accumulates in sp; lz has row 0 only.
+    constexpr int ZR = SF ? 2 : 1;
+    const bool z_row = g == ZR || (PAIR && g == ZR + 1);
+    const uint32_t z_keep = z_row ? 0xffffffffu : 0u, lz_ones = g == 0 ? 0x3C003C00u : 0u;
+    // the lane holding sum p z (row ZR, or with PAIR row ZR + 1 for columns 4-7) of this lane's columns
+    const int z_src = 4 * ZR + (PAIR && t >= 2 ? 4 : 0) + t;
+    auto zsum = [&](float& z0, float& z1) {
+      z0 = __shfl_sync(0xffffffffu, SF ? sp[0] : lz[0], z_src);
+      z1 = __shfl_sync(0xffffffffu, SF ? sp[1] : lz[1], z_src);
+    };
 
     uint8_t* ring = smem + warp * STAGES * TB;
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
@@ -782,7 +777,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // (log8: one byte per token, so half the offsets and widths; ksc / kzr hold two bytes, vsc.x / vzr.x four)
     constexpr uint32_t SB = SF ? 1 : 2;  // bytes per scale / zero
     const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 2 * SB * g, aVs = (PAIR && g >= 4 ? TB : 0) + 4 * SB * t,
-                   aVz = (PAIR && g == 2 ? TB : 0) + 4 * SB * t;
+                   aVz = (PAIR && g == ZR + 1 ? TB : 0) + 4 * SB * t;
     auto read_scales = [&](uint32_t base, auto& x) {
       if constexpr (SF == 1) {
         unsigned short k0, k1;
@@ -846,11 +841,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // K scale / zero of tokens g, g + 8 (fp32) and V scale / zero of tokens (2t, 2t + 1), (2t + 8, 2t + 9) (fp16
     // pairs) of tile x, decoded from its stored format (log8: table lookups, V in units of 2^v_top)
     auto kscale = [&](const auto& x, float& ks0, float& ks1, float& kz0, float& kz1) {
-      if constexpr (SF == 1) {
+      if constexpr (SF == 1) {  // kz = zq / 4, in units of ks: 2^23 + zb as a float, then (2^23 + zb) / 4 - 2^21 - 32
         ks0 = sm_ks[x.ksc & 0xffu];
         ks1 = sm_ks[(x.ksc >> 8) & 0xffu];
-        kz0 = __fmul_rn(ks0, (float)((int)(x.kzr & 0xffu) - 128)) * 0.25f;  // (s zq) / 4, as the format
-        kz1 = __fmul_rn(ks1, (float)((int)((x.kzr >> 8) & 0xffu) - 128)) * 0.25f;
+        kz0 = fmaf(__uint_as_float(__byte_perm(x.kzr, 0x4B000000u, 0x7440)), 0.25f, -2097184.f);
+        kz1 = fmaf(__uint_as_float(__byte_perm(x.kzr, 0x4B000000u, 0x7441)), 0.25f, -2097184.f);
       } else {
         ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       }
@@ -860,22 +855,27 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         const uint32_t e = x.vsc.x;
         vs_a = (uint32_t)sm_vs[e & 0xffu] | ((uint32_t)sm_vs[(e >> 8) & 0xffu] << 16);
         vs_b = (uint32_t)sm_vs[(e >> 16) & 0xffu] | ((uint32_t)sm_vs[e >> 24] << 16);
-        // halves 1024 + zb of the zero bytes, then zb / 4 - 32 = zq / 4 (exact), times the scale (one rounding)
+        // vz = zq / 4 in units of vs: the halves 1024 + zb of the zero bytes, then zb / 4 - 32 (exact; 0.25, -288)
         const uint32_t za = __byte_perm(x.vzr.x, 0x64646464u, 0x4140), zb = __byte_perm(x.vzr.x, 0x64646464u, 0x4342);
-        vz_a = hmul2(hfma2_c(za, 0x34003400u, 0xDC80DC80u), vs_a);  // 0.25, -288
-        vz_b = hmul2(hfma2_c(zb, 0x34003400u, 0xDC80DC80u), vs_b);
+        vz_a = hfma2_c(za, 0x34003400u, 0xDC80DC80u);
+        vz_b = hfma2_c(zb, 0x34003400u, 0xDC80DC80u);
       } else {
         vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
       }
     };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
+    // logit - m of one score (ks S + kz QS - m; log8: ks (S + kz QS) - m, kz in units of ks)
+    auto rel = [&](float ks, float kz, float Sv, float qs, float m) {
+      if constexpr (SF == 1) return fmaf(ks, fmaf(kz, qs, Sv), -m);
+      else return fmaf(ks, Sv, fmaf(kz, qs, -m));
+    };
     auto logits = [&](const auto& x, const float S[4], float c[4]) {
       float ks0, ks1, kz0, kz1;
       kscale(x, ks0, ks1, kz0, kz1);
-      c[0] = fmaf(ks0, S[0], kz0 * qs0);
-      c[1] = fmaf(ks0, S[1], kz0 * qs1);
-      c[2] = fmaf(ks1, S[2], kz1 * qs0);
-      c[3] = fmaf(ks1, S[3], kz1 * qs1);
+      c[0] = rel(ks0, kz0, S[0], qs0, 0.f);
+      c[1] = rel(ks0, kz0, S[1], qs1, 0.f);
+      c[2] = rel(ks1, kz1, S[2], qs0, 0.f);
+      c[3] = rel(ks1, kz1, S[3], qs1, 0.f);
     };
     // softmax and output of tile k with scores S
     // vmma(b0, b1): the V MMAs of the tile (PAIR: of both tiles, each with the other's columns of P' zeroed)
@@ -884,10 +884,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       float ks0, ks1, kz0, kz1;
       kscale(x, ks0, ks1, kz0, kz1);
       float e[4];
-      e[0] = fmaf(ks0, S[0], fmaf(kz0, qs0, -m0));
-      e[1] = fmaf(ks0, S[1], fmaf(kz0, qs1, -m1));
-      e[2] = fmaf(ks1, S[2], fmaf(kz1, qs0, -m0));
-      e[3] = fmaf(ks1, S[3], fmaf(kz1, qs1, -m1));
+      e[0] = rel(ks0, kz0, S[0], qs0, m0);
+      e[1] = rel(ks0, kz0, S[1], qs1, m1);
+      e[2] = rel(ks1, kz1, S[2], qs0, m0);
+      e[3] = rel(ks1, kz1, S[3], qs1, m1);
       uint32_t vs_a, vs_b, vz_a, vz_b;
       vscale(x, vs_a, vs_b, vz_a, vz_b);
       // a partial tile (PAIR: or a pair whose tile b is partial or past the warp's last tile)
@@ -902,7 +902,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
           auto valid_of = [&](int j) { return j >= nmine ? 0 : j == partial_k ? len - lastt * kTile : kTile; };
           const int va = valid_of(k), vb = PAIR ? valid_of(k + 1) : va;
           // whose tokens the lane holds: logits (C layout) by column, V scale (B layout) by column, V zero by lz row
-          const int vc = PAIR && t >= 2 ? vb : va, vs = PAIR && g >= 4 ? vb : va, vz = PAIR && g == 2 ? vb : va;
+          const int vc = PAIR && t >= 2 ? vb : va, vs = PAIR && g >= 4 ? vb : va, vz = PAIR && g == ZR + 1 ? vb : va;
           if (g >= vc) c[0] = c[1] = -INFINITY;
           if (g + 8 >= vc) c[2] = c[3] = -INFINITY;
           // masked tokens get p = 0; zero their V scale / zero too (stale slots may hold anything)
@@ -928,13 +928,24 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         e[3] = c[3] - n1;
         float off[4][2];
         offsets(off);
+        // log8: sum p z lives in sp (zsum), folded into acc here before sp restarts, as flush() does
+        float zz0 = 0.f, zz1 = 0.f;
+        if constexpr (SF == 1) zsum(zz0, zz1);
 #pragma unroll
         for (int i = 0; i < KS; i++) {
           const int P0 = v_field(i);
-          acc[i][0] = (acc[i][0] - off[P0 - 1][0]) * al0;
-          acc[i][1] = (acc[i][1] - off[P0 - 1][1]) * al1;
-          acc[i][2] = (acc[i][2] - off[P0][0]) * al0;
-          acc[i][3] = (acc[i][3] - off[P0][1]) * al1;
+          if constexpr (SF == 1) {
+            const float w0 = float(1 << (2 * P0)), w1 = 4.f * w0;
+            acc[i][0] = fmaf(zz0, w0, acc[i][0] - off[P0 - 1][0]) * al0;
+            acc[i][1] = fmaf(zz1, w0, acc[i][1] - off[P0 - 1][1]) * al1;
+            acc[i][2] = fmaf(zz0, w1, acc[i][2] - off[P0][0]) * al0;
+            acc[i][3] = fmaf(zz1, w1, acc[i][3] - off[P0][1]) * al1;
+          } else {
+            acc[i][0] = (acc[i][0] - off[P0 - 1][0]) * al0;
+            acc[i][1] = (acc[i][1] - off[P0 - 1][1]) * al1;
+            acc[i][2] = (acc[i][2] - off[P0][0]) * al0;
+            acc[i][3] = (acc[i][3] - off[P0][1]) * al1;
+          }
         }
         sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
         lz[0] *= al0;
@@ -944,12 +955,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       // 2t+8, 2t+9 (b1) of head g
       const uint32_t pm0 = movmatrix_t(pack_h2(ex2(e[0]), ex2(e[1])));
       const uint32_t pm1 = movmatrix_t(pack_h2(ex2(e[2]), ex2(e[3])));
-      // l and sum p z: one MMA (rows 0 / 1 of A = ones / v_zero)
-      mma_f16(lz, lop3_and_or(vz_a, lz_keep, lz_ones), 0u, lop3_and_or(vz_b, lz_keep, lz_ones), 0u, pm0, pm1, lz[0],
-              lz[1], lz[2], lz[3]);
+      // l and (fp16 records) sum p z: one MMA (rows 0 / 1 of A = ones / v_zero)
+      const uint32_t lz_a = SF ? lz_ones : lop3_and_or(vz_a, z_keep, lz_ones);
+      const uint32_t lz_b = SF ? lz_ones : lop3_and_or(vz_b, z_keep, lz_ones);
+      mma_f16(lz, lz_a, 0u, lz_b, 0u, pm0, pm1, lz[0], lz[1], lz[2], lz[3]);
       // p' = p * v_scale (fp16), the B operand of O^T += V^T P'; sp rows 0 / 1 += sum p' of even / odd tokens
+      // (log8: rows ZR, ZR + 1 += sum p' zq / 4 = sum p z)
       const uint32_t b0 = hmul2(pm0, vs_a), b1 = hmul2(pm1, vs_b);
-      mma_f16(sp, sp_ind, 0u, sp_ind, 0u, b0, b1, sp[0], sp[1], sp[2], sp[3]);
+      const uint32_t sp_a = SF ? lop3_and_or(vz_a, z_keep, sp_ind) : sp_ind;
+      const uint32_t sp_b = SF ? lop3_and_or(vz_b, z_keep, sp_ind) : sp_ind;
+      mma_f16(sp, sp_a, 0u, sp_b, 0u, b0, b1, sp[0], sp[1], sp[2], sp[3]);
       vmma(b0, b1);
     };
     // O^T += V^T P' for one tile's V code words
@@ -1000,6 +1015,15 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
+    if constexpr (SF == 1) {  // 2^(-e / 32) (NaN at 255, a non-finite row), K with 2^k_top folded in (|top| <= 100)
+      const float kt = __int_as_float((127 + p.k_top) << 23);
+      for (int i = threadIdx.x; i < 256; i += NWARP * 32) {
+        const float v = i == 255 ? __int_as_float(0x7fc00000) : exp2f(-0.03125f * (float)i);
+        sm_ks[i] = v * kt;
+        sm_vs[i] = __half_as_ushort(__float2half_rn(v));
+      }
+      __syncthreads();
+    }
     if (p.early) decode_pdl_wait();
     prep_q();
     if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(tf + tn), 0) != 0x7fffffffu) return;
@@ -1015,7 +1039,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // accumulator, tests/kernels/test_cuda_emulation.py: a flat softmax over 1024 tokens 1.8e-3 with folds every
     // 32 tiles, as with round-to-nearest; before, 2.4e-2 every 32 tiles, 3.9e-3 every 8).
     auto flush = [&]() {
-      const float z0 = __shfl_sync(0xffffffffu, lz[0], z_src), z1 = __shfl_sync(0xffffffffu, lz[1], z_src);
+      float z0, z1;
+      zsum(z0, z1);
       float off[4][2];
       offsets(off);
 #pragma unroll
@@ -1029,7 +1054,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         acc[i][3] = fmaf(z1, w1, acc[i][3] - off[P0][1]);
       }
       sp[0] = sp[1] = sp[2] = sp[3] = 0.f;
-      if (z_row) lz[0] = lz[1] = 0.f;  // row 1 (sum p z; PAIR: and row 2) restarts; row 0 (l) keeps running
+      if (!SF && z_row) lz[0] = lz[1] = 0.f;  // row 1 (sum p z; PAIR: and row 2) restarts; row 0 (l) keeps running
     };
     auto loop = [&](auto probe_tag) {
       for (int kc = 0; kc < nmine; kc += 32) {
@@ -1083,7 +1108,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     asm volatile("cp.async.wait_group 0;\n" ::);
     // l (row 0, lanes t) and sum p z (row 1, lanes 4 + t; PAIR columns 4-7: row 2) of columns 2t, 2t + 1
     const float l0 = __shfl_sync(0xffffffffu, lz[0], t), l1 = __shfl_sync(0xffffffffu, lz[1], t);
-    const float z0 = __shfl_sync(0xffffffffu, lz[0], z_src), z1 = __shfl_sync(0xffffffffu, lz[1], z_src);
+    float z0, z1;
+    zsum(z0, z1);
     float off[4][2];
     offsets(off);
     // log8: V was in units of 2^v_top (vscale), put back here (powers of two: exact)
