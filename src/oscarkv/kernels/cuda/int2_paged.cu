@@ -929,7 +929,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         float off[4][2];
         offsets(off);
         // log8: sum p z lives in sp (zsum), folded into acc here before sp restarts, as flush() does
-        float zz0 = 0.f, zz1 = 0.f;
+        [[maybe_unused]] float zz0 = 0.f, zz1 = 0.f;
         if constexpr (SF == 1) zsum(zz0, zz1);
 #pragma unroll
         for (int i = 0; i < KS; i++) {
