@@ -181,6 +181,16 @@ def test_cuda_decode_log8_records(G, d, variant):
                      config=CudaDecodeConfig(variant=variant, early_reads=True))
 
 
+@pytest.mark.parametrize("variant", [4, 11])
+@pytest.mark.parametrize("G", [1, 4])
+@pytest.mark.parametrize("d", [64, 128])
+def test_cuda_decode_log8_ex2(G, d, variant):
+    """CudaDecodeConfig.log8_ex2: the V scales of log8 records from the fp16 ex2 unit (within ~2 fp16 ulp of the
+    format's values) instead of the CTA's table: the same bound against the float64 reference."""
+    _decode_case([1, 77, 335, 1000, 9000], d, G, hkv=2, seed=720 + G + d, scale_dtype="log8",
+                 config=CudaDecodeConfig(variant=variant, log8_ex2=True))
+
+
 def _built(variant, d):
     """Whether the library has ``variant`` at head_dim ``d`` in bf16 (cuda_ops.variant_built)."""
     return cuda_ops.variant_built(torch.bfloat16, d, variant)
