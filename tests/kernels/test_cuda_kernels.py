@@ -135,7 +135,8 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, sc
 def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
     """The log8 format (one byte of scale, one of zero): the CUDA append's scale step (a binary search over the
     format's float32 midpoints), zero byte and codes equal the torch reference's bit for bit; a non-finite row
-    gets the NaN marker (e = 255) and its sequence's decode output is NaN."""
+    gets the NaN marker (e = 255; a non-finite V row marks its K scale byte too) and its sequence's decode output is
+    NaN, with the V scales from the table or from the ex2 unit (CudaDecodeConfig.log8_ex2)."""
     lens = [3, 29, 70, 200, 513]
     kw = dict(d=d, hkv=2, bs=16, sink=16, recent=32, chunks=chunks, k_clip=k_clip, layout="tile16", device="cuda",
               blocks=128, scale_dtype="log8")
@@ -159,8 +160,11 @@ def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
             write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
         meta = cb.metadata(ids, device="cuda")
         q = torch.randn(len(lens), 8, d, generator=g).bfloat16().cuda()
-        out = decode_attention(q, pb, meta, backend="cuda")
-        assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), which
+        for ex2 in (False, True):  # (log8_ex2: the V scales carry no NaN; the append marked the K scale byte too)
+            plan = DecodePlan(len(lens), 8, 2, d, meta, "cuda", torch.bfloat16, CudaDecodeConfig(log8_ex2=ex2),
+                              scale_dtype="log8")
+            out = decode_attention(q, pb, meta, plan=plan)
+            assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), (which, ex2)
 
 
 @pytest.mark.parametrize("variant", [0, 4, 7, 8, 10, 11])

@@ -371,8 +371,9 @@ class CudaDecodeConfig:
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
     log8_ex2:        log8 records only: the V scales from the fp16 ex2 unit (2^(-e/32) of the halves 1024 + e,
-                     within 2 fp16 ulp) instead of the CTA's table (exact; the NaN marker of a non-finite V row is
-                     lost, so off by default: an experiment, forty-eighth session).
+                     within ~2 fp16 ulp) instead of the CTA's table (exact). The V scale's NaN marker is lost there; a
+                     non-finite V row still gives NaN through its K scale byte, which the CUDA append marks too (an
+                     experiment of the forty-eighth session, off by default).
     """
 
     variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, tiles, group, card and head_dim)

@@ -1524,14 +1524,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 // log8 and the side's scale_top `top`, exactly as oscarkv.quant.format.group_scale_zero)
 template <int D, int SF>
 __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, void* sc, void* zr,
-                                          const float* log8, int top) {
+                                          const float* log8, int top, bool also_bad = false) {
   constexpr int E = D / 32;
   // Issue 11: fminf/fmaxf (and the clip) drop NaN, so a non-finite row would get plausible codes. Flag it
   // before clipping and store a NaN scale: its dequantized values are NaN and attention propagates them.
   bool bad = false;
 #pragma unroll
   for (int e = 0; e < E; e++) bad |= !isfinite(x[e]);
-  bad = __any_sync(0xffffffffu, bad);
+  bad = __any_sync(0xffffffffu, bad || also_bad);
   if (clip >= 0) {
     uint32_t a[E];
 #pragma unroll
@@ -1797,12 +1797,25 @@ __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const Appe
       float x[E];
 #pragma unroll
       for (int e = 0; e < E; e++) x[e] = M::to_float(xr[lane + 32 * e]);
+      // log8: a non-finite V row also marks its K scale byte (255), so that a decode reading the V scales from the
+      // ex2 unit (CudaDecodeConfig.log8_ex2, no NaN there) still returns NaN through the K side: the K CTA reads
+      // the token's V row too (one more row load per row of a demoted page)
+      bool bad_v = false;
+      if constexpr (SF == 1) {
+        if (which == 0) {
+          const T* vr = src >= 0 ? reinterpret_cast<const T*>(p.v_hp) + (src / kTile) * p.h_sblk + h * p.h_sh +
+                                       (src % kTile) * p.h_srow
+                                 : reinterpret_cast<const T*>(p.v) + (-(src + 1)) * p.v_sr + h * p.v_sh;
+#pragma unroll
+          for (int e = 0; e < E; e++) bad_v |= !isfinite(M::to_float(vr[lane + 32 * e]));
+        }
+      }
       if (src < 0 && which == 0 && p.rot) rotate_row<T, D>(x, p.rot + (p.rot_heads > 1 ? h : 0) * D * D, lane);
       // tile16 token order for scale / zero: K stored index 2 (r % 8) + r / 8 (order 0, 8, 1, 9, ...);
       // V stored index 4 ((r % 8) / 2) + 2 (r / 8) + r % 2 (order 0, 1, 8, 9, 2, 3, 10, 11, ...)
       const int si = which ? 4 * ((r & 7) >> 1) + 2 * (r >> 3) + (r & 1) : 2 * (r & 7) + (r >> 3);
       quant_row<D, SF>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si], p.log8,
-                       which ? p.v_top : p.k_top);
+                       which ? p.v_top : p.k_top, bad_v);
     }
     __syncthreads();
     if (warp == 0) {  // pack the page's codes into lane fragments
