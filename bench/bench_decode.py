@@ -60,7 +60,6 @@ POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 SCALE = "float16"  # our pools' QuantConfig.scale_dtype (--scale-dtype; "log8": one byte each of scale and zero)
-LOG8_EX2 = False  # CudaDecodeConfig.log8_ex2 of our kernel (column ours_log8x of --also-log8)
 
 
 def quant_cfgs() -> tuple[QuantConfig, QuantConfig]:
@@ -75,15 +74,14 @@ def scale_bytes() -> int:
     return 1 if SCALE == "log8" else 2
 
 
-def with_scale(fmt: str, f, ex2: bool = False):
-    """f() with our pools in scale format ``fmt`` and CudaDecodeConfig.log8_ex2 = ``ex2`` (both restored after)."""
-    global SCALE, LOG8_EX2
-    old = SCALE, LOG8_EX2
-    SCALE, LOG8_EX2 = fmt, ex2
+def with_scale(fmt: str, f):
+    """f() with our pools in scale format ``fmt`` (SCALE restored after)."""
+    global SCALE
+    old, SCALE = SCALE, fmt
     try:
         return f()
     finally:
-        SCALE, LOG8_EX2 = old
+        SCALE = old
 
 
 def variant_spec(x):
@@ -98,7 +96,7 @@ def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
     return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, log8_ex2=LOG8_EX2, **kw)
+                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -657,8 +655,7 @@ def main():
     ap.add_argument("--sequential", action="store_true", help="our INT2 block ids in pool order (default: random)")
     ap.add_argument("--scale-dtype", default="float16", choices=["float16", "log8"],
                     help="our pools' scale / zero format (log8: one byte each, records of 8 d + 64 bytes)")
-    ap.add_argument("--also-log8", action="store_true", help="time ours on log8 records too (column ours_log8; "
-                    "ours_log8x: with CudaDecodeConfig.log8_ex2)")
+    ap.add_argument("--also-log8", action="store_true", help="time ours on log8 records too (column ours_log8)")
     ap.add_argument("--no-evict-first", action="store_true", help="CudaDecodeConfig.l2_evict_first=False for our kernel")
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
@@ -863,7 +860,6 @@ def main():
             run("ours", lambda: bench_ours(B, L, dev, "cuda") if not SMOKE else bench_ours(B, L, dev, "triton"))
             if a.also_log8 and not SMOKE and SCALE != "log8":
                 run("ours_log8", lambda: with_scale("log8", lambda: bench_ours(B, L, dev, "cuda")))
-                run("ours_log8x", lambda: with_scale("log8", lambda: bench_ours(B, L, dev, "cuda"), ex2=True))
             if f"{L}x{B}" in alt and not SMOKE:
                 run("ours_alt", lambda: bench_ours(B, L, dev, "cuda", splits=alt[f"{L}x{B}"]))
             if not a.no_triton:
@@ -893,13 +889,12 @@ def main():
                     row["speedup_vs_best_bf16"] = min(bf16s) / row["ours_us"]
                 if "fi_fp8_us" in row:
                     row["speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_us"]
-            for c in ("log8", "log8x"):
-                if f"ours_{c}_us" in row:
-                    row[f"ours_{c}_frac_copy"] = row[f"ours_{c}_TBps"] * 1e12 / bw
-                    if bf16s:
-                        row[f"{c}_speedup_vs_best_bf16"] = min(bf16s) / row[f"ours_{c}_us"]
-                    if "fi_fp8_us" in row:
-                        row[f"{c}_speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row[f"ours_{c}_us"]
+            if "ours_log8_us" in row:
+                row["ours_log8_frac_copy"] = row["ours_log8_TBps"] * 1e12 / bw
+                if bf16s:
+                    row["log8_speedup_vs_best_bf16"] = min(bf16s) / row["ours_log8_us"]
+                if "fi_fp8_us" in row:
+                    row["log8_speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_log8_us"]
             table.append(row)
             res["decode"] = table
             dump()
@@ -910,10 +905,9 @@ def main():
                 f"cudnn {f('sdpa_cudnn_us')} | fi bf16 {f('fi_bf16_us')} | fi fp8 {f('fi_fp8_us')} | "
                 f"x{row.get('speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
                 f"x{row.get('speedup_vs_fi_fp8', float('nan')):.2f} vs fp8 [{time.time() - t_start:.0f} s]"
-                + "".join(f" | {c} {f(f'ours_{c}_us')} us ({row.get(f'ours_{c}_frac_copy', 0) * 100:3.0f}% copy, "
-                          f"x{row.get(f'{c}_speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
-                          f"x{row.get(f'{c}_speedup_vs_fi_fp8', float('nan')):.2f} vs fp8)"
-                          for c in (("log8", "log8x") if a.also_log8 else ())))
+                + (f" | log8 {f('ours_log8_us')} us ({row.get('ours_log8_frac_copy', 0) * 100:3.0f}% copy, "
+                   f"x{row.get('log8_speedup_vs_best_bf16', float('nan')):.2f} vs best bf16, "
+                   f"x{row.get('log8_speedup_vs_fi_fp8', float('nan')):.2f} vs fp8)" if a.also_log8 else ""))
     app = []
     if not (a.no_append or SMOKE):
         # launch floor: a graph of 16 tiny torch kernels (one elementwise op each)

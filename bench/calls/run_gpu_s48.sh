@@ -15,7 +15,7 @@ T="$(date +%Y-%m-%d)_s48"
 source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
-timeout 170 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py -k log8 \
+timeout 170 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py -k log8 -x \
   > "$OUT/${T}_tests_log8.log" 2>&1
 t "log8 tests rc=$?"; tail -1 "$OUT/${T}_tests_log8.log"; grep -E "^FAILED|Error|assert" "$OUT/${T}_tests_log8.log" | head -8
 K=$(( $(left) - 60 )); [ $K -gt 300 ] && K=300

@@ -3,7 +3,8 @@
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s48b.sh
 # log8 records with the V scales from the CTA's table (ours_log8) and from the fp16 ex2 unit (ours_log8x,
 # CudaDecodeConfig.log8_ex2) beside fp16 records (ours), issue 7's headline rows with every peer, then 128K batch 32
-# once more; the log8 GPU tests first.
+# once more; the log8 GPU tests first. (Ran at 31fc8bb; CudaDecodeConfig.log8_ex2 and the ours_log8x column were removed
+# after this run: no gain at 128K batch 32, 801.9 vs 802.2 us; BENCHMARKS.md, forty-eighth session.)
 set -u
 T="$(date +%Y-%m-%d)_s48b"
 source bench/gpu_env.sh

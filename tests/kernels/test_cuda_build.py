@@ -19,15 +19,15 @@ def test_cuda_library_builds_and_param_structs_match():
                  "oscar_int2_decode_cluster", "oscar_int2_decode_max_clusters"):
         assert hasattr(lib, name)
     # cluster sizes (host-only constants): variants 8 / 9 merge in clusters of 16 / 8 CTAs, the others do not
-    for sf in (0, 1, 2):  # every variant is built for every scale format (2: log8, V scales from ex2)
+    for sf in cuda_ops.SCALE_FORMATS.values():  # every variant is built for every scale format
         assert [lib.oscar_int2_decode_cluster(0, d, v, sf) for d in (64, 128) for v in range(10)] == ([0] * 8 + [16, 8]) * 2
     # warps per CTA (host-only): 4 / 8 / 16 by variant; 12-14 (the 8-warp ring 12 / 10 deep, paired 7) at head_dim
     # 128 only (-1: not built)
     warps = [4, 4, 4, 4, 8, 16, 16, 8, 16, 8, 4, 8, 8, 8, 8]
-    for sf in (0, 1, 2):
+    for sf in cuda_ops.SCALE_FORMATS.values():
         assert [lib.oscar_int2_decode_warps(dt, 128, v, sf) for dt in (0, 1) for v in range(15)] == warps * 2
         assert [lib.oscar_int2_decode_warps(0, 64, v, sf) for v in range(15)] == warps[:12] + [-1] * 3
-    assert lib.oscar_int2_decode_warps(0, 128, 0, 3) == -1  # an unknown format: no kernel
+    assert lib.oscar_int2_decode_warps(0, 128, 0, len(cuda_ops.SCALE_FORMATS)) == -1  # an unknown format: no kernel
 
 
 def test_kernel_source_override(monkeypatch, tmp_path):

@@ -135,8 +135,7 @@ def _decode_case(lens, d, G, hkv, seed, dtype=torch.bfloat16, same_bits=True, sc
 def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
     """The log8 format (one byte of scale, one of zero): the CUDA append's scale step (a binary search over the
     format's float32 midpoints), zero byte and codes equal the torch reference's bit for bit; a non-finite row
-    gets the NaN marker (e = 255; a non-finite V row marks its K scale byte too) and its sequence's decode output is
-    NaN, with the V scales from the table or from the ex2 unit (CudaDecodeConfig.log8_ex2)."""
+    gets the NaN marker (e = 255) and its sequence's decode output is NaN."""
     lens = [3, 29, 70, 200, 513]
     kw = dict(d=d, hkv=2, bs=16, sink=16, recent=32, chunks=chunks, k_clip=k_clip, layout="tile16", device="cuda",
               blocks=128, scale_dtype="log8")
@@ -160,11 +159,8 @@ def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
             write_kv(pb, k, v, cb.plan_append(ids, [1] * len(lens)), backend="cuda")
         meta = cb.metadata(ids, device="cuda")
         q = torch.randn(len(lens), 8, d, generator=g).bfloat16().cuda()
-        for ex2 in (False, True):  # (log8_ex2: the V scales carry no NaN; the append marked the K scale byte too)
-            plan = DecodePlan(len(lens), 8, 2, d, meta, "cuda", torch.bfloat16, CudaDecodeConfig(log8_ex2=ex2),
-                              scale_dtype="log8")
-            out = decode_attention(q, pb, meta, plan=plan)
-            assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), (which, ex2)
+        out = decode_attention(q, pb, meta, backend="cuda")
+        assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), which
 
 
 @pytest.mark.parametrize("variant", [0, 4, 7, 8, 10, 11])
@@ -183,16 +179,6 @@ def test_cuda_decode_log8_records(G, d, variant):
     if variant == 4:
         _decode_case([3000, 20, 131072], d, G, hkv=1, seed=710 + G, scale_dtype="log8", dtype=torch.float16,
                      config=CudaDecodeConfig(variant=variant, early_reads=True))
-
-
-@pytest.mark.parametrize("variant", [4, 11])
-@pytest.mark.parametrize("G", [1, 4])
-@pytest.mark.parametrize("d", [64, 128])
-def test_cuda_decode_log8_ex2(G, d, variant):
-    """CudaDecodeConfig.log8_ex2: the V scales of log8 records from the fp16 ex2 unit (within ~2 fp16 ulp of the
-    format's values) instead of the CTA's table: the same bound against the float64 reference."""
-    _decode_case([1, 77, 335, 1000, 9000], d, G, hkv=2, seed=720 + G + d, scale_dtype="log8",
-                 config=CudaDecodeConfig(variant=variant, log8_ex2=True))
 
 
 def _built(variant, d):

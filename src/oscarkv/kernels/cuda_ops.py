@@ -370,10 +370,6 @@ class CudaDecodeConfig:
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
                      most 3 waves of CTAs, else sequence-major (``_split_major`` has the measurements).
-    log8_ex2:        log8 records only: the V scales from the fp16 ex2 unit (2^(-e/32) of the halves 1024 + e,
-                     within ~2 fp16 ulp) instead of the CTA's table (exact). The V scale's NaN marker is lost there; a
-                     non-finite V row still gives NaN through its K scale byte, which the CUDA append marks too (an
-                     experiment of the forty-eighth session, off by default).
     """
 
     variant: int | None = None  # None: DecodePlan's rule (_default_variant: by pairs, tiles, group, card and head_dim)
@@ -389,7 +385,6 @@ class CudaDecodeConfig:
     cta_order: str | None = None
     poll_merge: bool = False
     merge_slices: int | None = None
-    log8_ex2: bool = False
 
 
 # DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
@@ -633,9 +628,7 @@ class DecodePlan:
         if scale_dtype not in SCALE_FORMATS:
             raise InputError(f"scale_dtype must be one of {sorted(SCALE_FORMATS)} for the CUDA kernels, got {scale_dtype!r}")
         self.scale_dtype = scale_dtype  # the records' format (the pools' QuantConfig.scale_dtype), fixed per plan
-        # the kernel's template SF: the format, and for log8 how V scales are decoded (2: CudaDecodeConfig.log8_ex2)
-        sf = SCALE_FORMATS[scale_dtype] + int(scale_dtype == "log8" and self.config.log8_ex2)
-        self.sf = sf
+        sf = SCALE_FORMATS[scale_dtype]
         explicit = n_hp_splits is not None or n_int2_splits is not None
         self.batch, self.hq, self.hkv, self.d = batch, num_q_heads, num_kv_heads, head_dim
         self.group = num_q_heads // num_kv_heads
@@ -749,7 +742,7 @@ class DecodePlan:
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device),
-                                      self.sf)
+                                      SCALE_FORMATS[self.scale_dtype])
         if err != 0:
             raise RuntimeError(f"oscar_int2_decode failed with CUDA error {err}")
         return out

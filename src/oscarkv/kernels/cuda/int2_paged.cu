@@ -199,11 +199,6 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-__device__ __forceinline__ uint32_t h2ex2(uint32_t a) {  // 2^a, f16x2 (MUFU, max relative error ~2^-9.9)
-  uint32_t r;
-  asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(r) : "r"(a));
-  return r;
-}
 __device__ __forceinline__ uint32_t hfma2_c(uint32_t a, uint32_t b, uint32_t c) {  // a * b + c, f16x2
   uint32_t r;
   asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
@@ -784,7 +779,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 2 * SB * g, aVs = (PAIR && g >= 4 ? TB : 0) + 4 * SB * t,
                    aVz = (PAIR && g == ZR + 1 ? TB : 0) + 4 * SB * t;
     auto read_scales = [&](uint32_t base, auto& x) {
-      if constexpr (SF >= 1) {
+      if constexpr (SF == 1) {
         unsigned short k0, k1;
         asm volatile("ld.shared.u16 %0, [%1+%2];\n" : "=h"(k0) : "r"(base + aK), "n"(8 * D) : "memory");
         asm volatile("ld.shared.u16 %0, [%1+%2];\n" : "=h"(k1) : "r"(base + aK), "n"(8 * D + 16) : "memory");
@@ -846,7 +841,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // K scale / zero of tokens g, g + 8 (fp32) and V scale / zero of tokens (2t, 2t + 1), (2t + 8, 2t + 9) (fp16
     // pairs) of tile x, decoded from its stored format (log8: table lookups, V in units of 2^v_top)
     auto kscale = [&](const auto& x, float& ks0, float& ks1, float& kz0, float& kz1) {
-      if constexpr (SF >= 1) {  // kz = zq / 4, in units of ks: 2^23 + zb as a float, then (2^23 + zb) / 4 - 2^21 - 32
+      if constexpr (SF == 1) {  // kz = zq / 4, in units of ks: 2^23 + zb as a float, then (2^23 + zb) / 4 - 2^21 - 32
         ks0 = sm_ks[x.ksc & 0xffu];
         ks1 = sm_ks[(x.ksc >> 8) & 0xffu];
         kz0 = fmaf(__uint_as_float(__byte_perm(x.kzr, 0x4B000000u, 0x7440)), 0.25f, -2097184.f);
@@ -856,15 +851,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     auto vscale = [&](const auto& x, uint32_t& vs_a, uint32_t& vs_b, uint32_t& vz_a, uint32_t& vz_b) {
-      if constexpr (SF >= 1) {
+      if constexpr (SF == 1) {
         const uint32_t e = x.vsc.x;
-        if constexpr (SF == 2) {  // 2^(-e / 32) from the fp16 ex2 unit: -e / 32 = (1024 + e) (-1 / 32) + 32, exact
-          vs_a = h2ex2(hfma2_c(__byte_perm(e, 0x64646464u, 0x4140), 0xA800A800u, 0x50005000u));
-          vs_b = h2ex2(hfma2_c(__byte_perm(e, 0x64646464u, 0x4342), 0xA800A800u, 0x50005000u));
-        } else {
-          vs_a = (uint32_t)sm_vs[e & 0xffu] | ((uint32_t)sm_vs[(e >> 8) & 0xffu] << 16);
-          vs_b = (uint32_t)sm_vs[(e >> 16) & 0xffu] | ((uint32_t)sm_vs[e >> 24] << 16);
-        }
+        vs_a = (uint32_t)sm_vs[e & 0xffu] | ((uint32_t)sm_vs[(e >> 8) & 0xffu] << 16);
+        vs_b = (uint32_t)sm_vs[(e >> 16) & 0xffu] | ((uint32_t)sm_vs[e >> 24] << 16);
         // vz = zq / 4 in units of vs: the halves 1024 + zb of the zero bytes, then zb / 4 - 32 (exact; 0.25, -288)
         const uint32_t za = __byte_perm(x.vzr.x, 0x64646464u, 0x4140), zb = __byte_perm(x.vzr.x, 0x64646464u, 0x4342);
         vz_a = hfma2_c(za, 0x34003400u, 0xDC80DC80u);
@@ -876,7 +866,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     // logit - m of one score (ks S + kz QS - m; log8: ks (S + kz QS) - m, kz in units of ks)
     auto rel = [&](float ks, float kz, float Sv, float qs, float m) {
-      if constexpr (SF >= 1) return fmaf(ks, fmaf(kz, qs, Sv), -m);
+      if constexpr (SF == 1) return fmaf(ks, fmaf(kz, qs, Sv), -m);
       else return fmaf(ks, Sv, fmaf(kz, qs, -m));
     };
     auto logits = [&](const auto& x, const float S[4], float c[4]) {
@@ -940,11 +930,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         offsets(off);
         // log8: sum p z lives in sp (zsum), folded into acc here before sp restarts, as flush() does
         [[maybe_unused]] float zz0 = 0.f, zz1 = 0.f;
-        if constexpr (SF >= 1) zsum(zz0, zz1);
+        if constexpr (SF == 1) zsum(zz0, zz1);
 #pragma unroll
         for (int i = 0; i < KS; i++) {
           const int P0 = v_field(i);
-          if constexpr (SF >= 1) {
+          if constexpr (SF == 1) {
             const float w0 = float(1 << (2 * P0)), w1 = 4.f * w0;
             acc[i][0] = fmaf(zz0, w0, acc[i][0] - off[P0 - 1][0]) * al0;
             acc[i][1] = fmaf(zz1, w0, acc[i][1] - off[P0 - 1][1]) * al1;
@@ -1025,7 +1015,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll
       for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
-    if constexpr (SF >= 1) {  // 2^(-e / 32) (NaN at 255, a non-finite row), K with 2^k_top folded in (|top| <= 100)
+    if constexpr (SF == 1) {  // 2^(-e / 32) (NaN at 255, a non-finite row), K with 2^k_top folded in (|top| <= 100)
       const float kt = __int_as_float((127 + p.k_top) << 23);
       for (int i = threadIdx.x; i < 256; i += NWARP * 32) {
         const float v = i == 255 ? __int_as_float(0x7fc00000) : exp2f(-0.03125f * (float)i);
@@ -1124,7 +1114,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     offsets(off);
     // log8: V was in units of 2^v_top (vscale), put back here (powers of two: exact)
     float vt = 1.f, z0s = z0, z1s = z1;
-    if constexpr (SF >= 1) {
+    if constexpr (SF == 1) {
       vt = __int_as_float((127 + p.v_top) << 23);
       z0s *= vt;
       z1s *= vt;
@@ -1524,14 +1514,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 // log8 and the side's scale_top `top`, exactly as oscarkv.quant.format.group_scale_zero)
 template <int D, int SF>
 __device__ __forceinline__ void quant_row(float x[D / 32], int clip, int lane, uint8_t* codes_row, void* sc, void* zr,
-                                          const float* log8, int top, bool also_bad = false) {
+                                          const float* log8, int top) {
   constexpr int E = D / 32;
   // Issue 11: fminf/fmaxf (and the clip) drop NaN, so a non-finite row would get plausible codes. Flag it
   // before clipping and store a NaN scale: its dequantized values are NaN and attention propagates them.
   bool bad = false;
 #pragma unroll
   for (int e = 0; e < E; e++) bad |= !isfinite(x[e]);
-  bad = __any_sync(0xffffffffu, bad || also_bad);
+  bad = __any_sync(0xffffffffu, bad);
   if (clip >= 0) {
     uint32_t a[E];
 #pragma unroll
@@ -1797,25 +1787,12 @@ __global__ void __launch_bounds__(kAppendWarps * 32, 2) append_kernel(const Appe
       float x[E];
 #pragma unroll
       for (int e = 0; e < E; e++) x[e] = M::to_float(xr[lane + 32 * e]);
-      // log8: a non-finite V row also marks its K scale byte (255), so that a decode reading the V scales from the
-      // ex2 unit (CudaDecodeConfig.log8_ex2, no NaN there) still returns NaN through the K side: the K CTA reads
-      // the token's V row too (one more row load per row of a demoted page)
-      bool bad_v = false;
-      if constexpr (SF == 1) {
-        if (which == 0) {
-          const T* vr = src >= 0 ? reinterpret_cast<const T*>(p.v_hp) + (src / kTile) * p.h_sblk + h * p.h_sh +
-                                       (src % kTile) * p.h_srow
-                                 : reinterpret_cast<const T*>(p.v) + (-(src + 1)) * p.v_sr + h * p.v_sh;
-#pragma unroll
-          for (int e = 0; e < E; e++) bad_v |= !isfinite(M::to_float(vr[lane + 32 * e]));
-        }
-      }
       if (src < 0 && which == 0 && p.rot) rotate_row<T, D>(x, p.rot + (p.rot_heads > 1 ? h : 0) * D * D, lane);
       // tile16 token order for scale / zero: K stored index 2 (r % 8) + r / 8 (order 0, 8, 1, 9, ...);
       // V stored index 4 ((r % 8) / 2) + 2 (r / 8) + r % 2 (order 0, 1, 8, 9, 2, 3, 10, 11, ...)
       const int si = which ? 4 * ((r & 7) >> 1) + 2 * (r >> 3) + (r & 1) : 2 * (r & 7) + (r >> 3);
       quant_row<D, SF>(x, which ? p.clip_v : p.clip_k, lane, codes[r], &scz[0][si], &scz[1][si], p.log8,
-                       which ? p.v_top : p.k_top, bad_v);
+                       which ? p.v_top : p.k_top);
     }
     __syncthreads();
     if (warp == 0) {  // pack the page's codes into lane fragments
@@ -2023,7 +2000,7 @@ int occupancy() {
   if (head_dim == 128 && variant == 13) return F<T, 128, 8, 2, 10, 0, 0, SF>ARGS;  \
   if (head_dim == 128 && variant == 14) return F<T, 128, 8, 2, 8, 0, 1, SF>ARGS;
 
-// sf: the records' scale format (0 fp16, 1 log8; 2 log8 with V scales from the ex2 unit), as the template SF
+// sf: the records' scale format (0 fp16, 1 log8), as the template SF
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
                                  int pdl, int sf) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
@@ -2032,8 +2009,6 @@ extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, in
   if (dtype == 1 && sf == 0) { OSCAR_TABLE(launch_decode, __half, 0) }
   if (dtype == 0 && sf == 1) { OSCAR_TABLE(launch_decode, __nv_bfloat16, 1) }
   if (dtype == 1 && sf == 1) { OSCAR_TABLE(launch_decode, __half, 1) }
-  if (dtype == 0 && sf == 2) { OSCAR_TABLE(launch_decode, __nv_bfloat16, 2) }
-  if (dtype == 1 && sf == 2) { OSCAR_TABLE(launch_decode, __half, 2) }
 #undef ARGS
   return -1;
 }
@@ -2044,8 +2019,6 @@ extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, in
     if (dtype == 1 && sf == 0) { OSCAR_TABLE(F, __half, 0) }           \
     if (dtype == 0 && sf == 1) { OSCAR_TABLE(F, __nv_bfloat16, 1) }    \
     if (dtype == 1 && sf == 1) { OSCAR_TABLE(F, __half, 1) }           \
-    if (dtype == 0 && sf == 2) { OSCAR_TABLE(F, __nv_bfloat16, 2) }    \
-    if (dtype == 1 && sf == 2) { OSCAR_TABLE(F, __half, 2) }           \
     return -1;                                                         \
   }
 #define ARGS ()
