@@ -78,7 +78,7 @@ Levels = Literal["uniform", "lloyd-max"]  # lloyd-max: levels from the rotation 
 CenterMode = Literal["off", "on", "auto"]  # auto: centered iff the rotation file has calibrated means
 KeyScale = Literal["any", "on", "off"]  # on / off: require a file with / without the key rescale
 QueryMode = Literal["exact", "int8"]  # int8: scores of the INT2 history with q rounded as the CUDA kernel does
-ScaleDtype = Literal["float16", "bfloat16", "float32"]
+ScaleDtype = Literal["float16", "bfloat16", "float32", "log8"]  # log8: quant/format.py (one byte each)
 
 CLIP_MODES = typing.get_args(ClipMode)
 CENTER_MODES = typing.get_args(CenterMode)
@@ -159,7 +159,7 @@ class KVMethod:
 
     # --------------------------------------------------------------- accounting
     def scale_bits(self) -> int:
-        return torch.finfo(getattr(torch, self.scale_dtype)).bits
+        return 8 if self.scale_dtype == "log8" else torch.finfo(getattr(torch, self.scale_dtype)).bits
 
     def quantized_tokens(self, context: int) -> int:
         """Tokens held quantized when the cache holds exactly ``context`` tokens."""
@@ -218,8 +218,18 @@ class KVMethod:
                     "calibrate with `oscar-kv calibrate --levels lloyd-max`"
                 )
             k_lv, v_lv = rotations.levels("k", layer), rotations.levels("v", layer)
-        k_cfg = QuantConfig(self.bits, g, k_clip, self.scale_dtype, k_lv)
-        v_cfg = QuantConfig(self.bits, g, v_clip, self.scale_dtype, v_lv)
+        k_top = v_top = None
+        if self.scale_dtype == "log8":  # the per-layer T of the format, calibrated (rotation files' k/v_scale_top)
+            if self.per_channel_keys:
+                raise InputError(f"method {self.name!r} quantizes keys per channel; scale_dtype='log8' is for the "
+                                 "token-wise methods (naive, hadamard, int4, oscar, oscar-plus)")
+            if rotations is None or rotations.k_scale_top is None:
+                raise InputError(f"method {self.name!r} with scale_dtype='log8' needs a rotation file with the "
+                                 "log8 scale tops; calibrate one with `oscar-kv calibrate` (files before the forty-"
+                                 "eighth session lack them) and pass --rotations ROT")
+            k_top, v_top = rotations.scale_top("k", layer), rotations.scale_top("v", layer)
+        k_cfg = QuantConfig(self.bits, g, k_clip, self.scale_dtype, k_lv, k_top)
+        v_cfg = QuantConfig(self.bits, g, v_clip, self.scale_dtype, v_lv, v_top)
         if self.per_channel_keys:  # KIVI: groups run along tokens, clip never applies
             k_cfg = QuantConfig(self.bits, self.group_size, None, self.scale_dtype)
         if self.rotation == "none":

@@ -390,3 +390,27 @@ def test_reset_cache_serves_the_next_prompt_as_a_new_one(model, config, rotation
     again = run(model, paged(config, "oscar", rotations), first, mask1)
     assert torch.equal(toks, again.sequences[:, first.shape[1]:])
     assert max((a - b).abs().max() for a, b in zip(logits, again.logits)) < 1e-4
+
+
+@pytest.mark.parametrize("layout", ["logical", "tile16"])
+def test_log8_paged_equals_reference(model, config, rotations, layout):
+    """scale_dtype="log8" (one byte of scale and one of zero per row, the rotation file's per-layer scale tops):
+    the paged pools hold uint8 scale / zero (tile16: records of 8 d + 64 bytes) and the paged cache equals the
+    reference cache with the same method, greedy tokens and logits, with left padding."""
+    from dataclasses import replace
+
+    L = rotations.num_layers
+    rot = replace(rotations, k_scale_top=torch.full((L,), 3.0), v_scale_top=torch.full((L,), 2.0))
+    ids, mask = left_pad(_prompts())
+    p = paged(config, "oscar", rot, scale_dtype="log8")
+    if layout == "tile16":
+        p.paged.layout = "tile16"
+    got = run(model, p, ids, mask)
+    pool = p.paged.pools[0]
+    assert pool.layout == layout and pool.k_scale.dtype == torch.uint8 and pool.k_cfg.scale_top == 3
+    if layout == "tile16":
+        assert pool.k_codes.stride(1) == 8 * 32 + 64
+    want = run(model, reference_like(config, p, rot), ids, mask)
+    assert p.segments()["quantized"] > 0
+    assert torch.equal(got.sequences, want.sequences)
+    assert max((a - b).abs().max() for a, b in zip(got.logits, want.logits)) < 1e-4

@@ -195,8 +195,8 @@ class PagedState:
         if torch.device(device).type != "cuda" or self.kernel_backend not in ("auto", "cuda"):
             return "logical"
         p = self.plans[0]
-        if p.k_cfg.group(self.head_dim) != self.head_dim or p.k_cfg.scale_dtype != "float16":
-            return "logical"  # the CUDA kernels take one fp16 scale group per row
+        if p.k_cfg.group(self.head_dim) != self.head_dim or p.k_cfg.scale_dtype not in ("float16", "log8"):
+            return "logical"  # the CUDA kernels take one scale group per row, fp16 or log8 (cuda_ops.SCALE_FORMATS)
         from ..kernels import cuda_ops
 
         err = cuda_ops.load_error()  # builds (nvcc, once, cached) or says why not
@@ -222,7 +222,8 @@ class PagedState:
             # which writes BF16 rows and at most each sequence's newest INT2 page (CudaDecodeConfig)
             self._decode_plans[key] = DecodePlan(self.batch, num_q_heads, self.num_kv_heads, self.head_dim,
                                                  self.static_meta, self.device, dtype,
-                                                 CudaDecodeConfig(early_reads=True))
+                                                 CudaDecodeConfig(early_reads=True),
+                                                 scale_dtype=self.plans[0].k_cfg.scale_dtype)
         return self._decode_plans[key]
 
     def decode_layer(self, idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,

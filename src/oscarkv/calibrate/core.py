@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..quant import QuantConfig
+from ..quant import QuantConfig, log8_top
 from ..rotation import COMPOSITIONS, RotationSet, config_hash, key_rescale, orthogonality_error, oscar_rotation, rotate
 from .capture import attention_dims, capture_attention, check_all_layers, run_forward
 from .clip import (
@@ -273,6 +273,7 @@ def _build_rotations(
     k_rot, k_eig, k_qrot = key_rotations(stats, rows, composition, per_head, key_scale, kcq)
     v_rot, v_eig = value_rotations(stats, composition, per_head, center)
     clips = fit_clips(stats, rows, quant, grid if fit_clip else None, k_rot, k_qrot, v_rot, kcq)
+    k_top, v_top = scale_tops(stats, rows, quant, clips, k_rot, v_rot)
     k_lv, v_lv = fit_levels(stats, rows, quant, clips, k_rot, v_rot) if levels == "lloyd-max" else (None, None)
     meta = _metadata(stats, quant, composition, per_head, levels, center, key_scale, grid if fit_clip else None,
                      clips, model_id, seconds=time.perf_counter() - t0)
@@ -285,7 +286,7 @@ def _build_rotations(
         k_clip=torch.tensor(clips.k, dtype=torch.float32), v_clip=torch.tensor(clips.v, dtype=torch.float32),
         k_levels=None if k_lv is None else k_lv.float(), v_levels=None if v_lv is None else v_lv.float(),
         k_mean=stats.k_mean.float(), v_mean=stats.v_mean.float(), k_query_rotation=k_qrot,
-        meta=meta,
+        k_scale_top=k_top, v_scale_top=v_top, meta=meta,
     )
 
 
@@ -375,6 +376,21 @@ def fit_clips(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, gr
         fit.k_rel.append(float(ke[kg.index(fit.k[-1])] / logit_var.clamp_min(1e-30)))
         fit.v_rel.append(float(ve[vg.index(fit.v[-1])] / v_var.clamp_min(1e-30)))
     return fit
+
+
+# octaves above the sample's largest scale that the log8 format's top leaves for rows the sample did not see
+SCALE_TOP_HEADROOM = 2
+
+
+def scale_tops(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, clips: ClipFit, k_rot, v_rot):
+    """Phase 3b: the log8 format's scale_top per layer for K and V (``quant.log8_top`` of the rotated sample rows
+    under the chosen clip, ``SCALE_TOP_HEADROOM`` octaves up: ~6 of the format's 8 octaves stay below the sample's
+    largest scale). float32 [L] tensors of integers."""
+    k_t, v_t = [], []
+    for i in range(stats.dims.num_layers):
+        k_t.append(log8_top(rotate(rows("k", i), k_rot[i]), clip_config(quant, clips.k[i]), SCALE_TOP_HEADROOM))
+        v_t.append(log8_top(rotate(rows("v", i), v_rot[i]), clip_config(quant, clips.v[i]), SCALE_TOP_HEADROOM))
+    return torch.tensor(k_t, dtype=torch.float32), torch.tensor(v_t, dtype=torch.float32)
 
 
 def fit_levels(stats: CalibrationStats, rows: _SampleRows, quant: QuantConfig, clips: ClipFit, k_rot, v_rot):

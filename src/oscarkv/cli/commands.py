@@ -202,7 +202,8 @@ def cmd_eval(a) -> int:
                 setattr(a, name, default)
             elif task != a.task:
                 raise InputError(f"--{name.replace('_', '-')} applies to --task {task} only, not to --task {a.task}")
-    methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels)
+    methods = parse_methods(a.methods, sink=a.sink, recent=a.recent, group_size=a.group_size, levels=a.levels,
+                            scale_dtype=a.scale_dtype)
     # oscar-plus reads --plus-rotations when given (its default is --rotations); the others need --rotations
     plus_given = bool(getattr(a, "plus_rotations", None))
     needs_rot = [m.name for m in methods if m.rotation == "calibrated"

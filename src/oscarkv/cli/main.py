@@ -86,6 +86,8 @@ def _window_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sink", type=NONNEG, default=64, help="BF16 attention-sink tokens (default 64)")
     p.add_argument("--recent", type=NONNEG, default=256, help="BF16 recent-window tokens (default 256)")
     p.add_argument("--group-size", type=POSITIVE, default=128, help="values per scale/zero along head_dim (clamped to head_dim)")
+    p.add_argument("--scale-dtype", default="float16", choices=["float16", "bfloat16", "float32", "log8"],
+                   help="storage of scale and zero (log8: one byte each, needs a rotation file with log8 scale tops)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,8 @@ Rules per tensor (``RULES``; L layers, R_k / R_v rotations per layer, d = head_d
     k_clip, v_clip                [L]           finite, in (0, 1] or exactly 0 (= no clipping)
     k_levels, v_levels            [L, n]        finite, sorted ascending, within [0, n - 1] (code units)
     k_mean, v_mean                [L, 1 or H, d] finite (format 2: centering means per KV head)
-    (clip, levels and means come in K / V pairs: both or neither, ``PAIRS``)
+    k_scale_top, v_scale_top      [L]           integers in quant.format.LOG8_TOP_RANGE (the log8 format's T)
+    (clip, levels, means and scale tops come in K / V pairs: both or neither, ``PAIRS``)
     k_query_rotation              [L, R_k, d, d] finite, and Q M^T = I with M = k_rotation (format 2: a
                                                 non-orthogonal key transform M = S.R, queries Q = M^-T);
                                                 when present, k_rotation itself need not be orthogonal
@@ -140,6 +141,20 @@ def check_query_pair(name: str, q: torch.Tensor, dims: Dims, k_rotation: torch.T
     return None
 
 
+def check_scale_top(name: str, t: torch.Tensor, dims: Dims | None = None) -> str | None:
+    from ..quant.format import LOG8_TOP_RANGE
+
+    p = _nonfinite(name, t, 1)
+    if p:
+        return p
+    lo, hi = LOG8_TOP_RANGE
+    bad = (t != t.round()) | (t < lo) | (t > hi)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0][0])
+        return f"{name} (layer {i}) is {float(t[i]):g}; log8 scale tops are integers in [{lo}, {hi}]"
+    return None
+
+
 RULES: dict[str, Rule] = {
     "k_rotation": Rule(lambda d: (d.layers, d.rk, d.head_dim, d.head_dim), check_orthogonal, required=True),
     "v_rotation": Rule(lambda d: (d.layers, d.rv, d.head_dim, d.head_dim), check_orthogonal, required=True),
@@ -152,12 +167,14 @@ RULES: dict[str, Rule] = {
     "k_mean": Rule(lambda d: (d.layers, None, d.head_dim), check_finite),
     "v_mean": Rule(lambda d: (d.layers, None, d.head_dim), check_finite),
     "k_query_rotation": Rule(lambda d: (d.layers, d.rk, d.head_dim, d.head_dim), check_query_pair),
+    "k_scale_top": Rule(lambda d: (d.layers,), check_scale_top),
+    "v_scale_top": Rule(lambda d: (d.layers,), check_scale_top),
 }
 
 
 # tensors that exist for K and V together: with only one half the cache would clip / use levels for /
 # center one of K and V and silently not the other
-PAIRS = (("k_clip", "v_clip"), ("k_levels", "v_levels"), ("k_mean", "v_mean"))
+PAIRS = (("k_clip", "v_clip"), ("k_levels", "v_levels"), ("k_mean", "v_mean"), ("k_scale_top", "v_scale_top"))
 
 
 def _int_meta(meta: dict, key: str):

@@ -14,6 +14,8 @@ Tensors (float32):
     k_query_rotation              [num_layers, R, head_dim, head_dim]  optional (format 2): when the key
                                   transform M = S.R is not orthogonal (per-channel key rescale S, issue 10),
                                   queries use M^-T = S^-1.R: (q M^-T).(k M) = q.k; absent = k_rotation
+    k_scale_top, v_scale_top      [num_layers]  optional: the integer T of the log8 scale format per layer
+                                  (QuantConfig.scale_top; calibrated from the clipped, rotated sample rows)
 
 Metadata (safetensors string map, JSON-encoded values): model_id, config_hash, num_layers,
 num_kv_heads, head_dim, group_size, bits, calib_tokens, composition, objective, library_version.
@@ -78,6 +80,8 @@ class RotationSet:
     k_mean: torch.Tensor | None = None  # [L, H_kv, d]
     k_query_rotation: torch.Tensor | None = None  # [L, R, d, d]; None = k_rotation (orthogonal)
     v_mean: torch.Tensor | None = None
+    k_scale_top: torch.Tensor | None = None  # [L] integers (as float32): QuantConfig.scale_top of log8
+    v_scale_top: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
     _valid_for: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -127,6 +131,11 @@ class RotationSet:
     def centered(self) -> bool:
         """True when clip ratios / levels / R_V were fitted for centered rows (``calibrate(center=True)``)."""
         return bool(self.meta.get("centered", False)) and self.k_mean is not None
+
+    def scale_top(self, kind: str, layer: int) -> int | None:
+        """The log8 format's scale_top of ``kind`` at ``layer`` (None in files calibrated before it existed)."""
+        t = self.k_scale_top if kind == "k" else self.v_scale_top
+        return None if t is None else int(t[layer])
 
     def levels(self, kind: str, layer: int) -> tuple[float, ...] | None:
         t = self.k_levels if kind == "k" else self.v_levels
@@ -187,7 +196,7 @@ class RotationSet:
         path = Path(path)
         tensors = {"k_rotation": self.k_rotation, "v_rotation": self.v_rotation}
         for name in ("k_eigenvalues", "v_eigenvalues", "k_clip", "v_clip", "k_levels", "v_levels", "k_mean", "v_mean",
-                     "k_query_rotation"):
+                     "k_query_rotation", "k_scale_top", "v_scale_top"):
             t = getattr(self, name)
             if t is not None:
                 tensors[name] = t.float().contiguous()
