@@ -181,7 +181,7 @@ def scale_format(pool: MixedKVPool) -> int:
 
 
 def log8_table(device) -> torch.Tensor:
-    """The log8 format's table as the kernels read it (DecodeParams::log8): float32 [512] on ``device``, cached."""
+    """The log8 format's table as the append kernel reads it (AppendParams::log8): float32 [512] on ``device``, cached."""
     dev = torch.device(device)
     if dev not in _LOG8_TABLES:
         from ..quant.format import LOG8_MIDS, LOG8_SCALES

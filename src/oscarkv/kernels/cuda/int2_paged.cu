@@ -130,7 +130,8 @@ struct AppendParams {
   void* q_out;
   int64_t q_sr, q_sh;
   int group;  // query heads per KV head
-  const float* log8;  // log8 pages (SF 1): DecodeParams::log8's table; the scale_top of K and of V
+  const float* log8;  // log8 pages (SF 1): the format's float32 table [512]: 2^(-e / 32) for e = 0 .. 255 (NaN at 255), then
+                      // the 255 midpoints (quant.format LOG8_SCALES, LOG8_MIDS; cuda_ops.log8_table); scale_top of K and V
   int k_top, v_top;
 };
 
@@ -730,7 +731,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // v_scale | v_zero (32 B each), the ring slot's order (MixedKVPool.allocate; cuda_ops checks it). So a
     // tile's three 16-byte cp.async per lane share one address (one IMAD.WIDE per tile) with immediate
     // offsets: bytes [16 l, 16 l + 16) of the first 512 (D = 128: K codes; D = 64: K then V codes), the same
-    // of the next 512 (D = 128: V codes), and the 128 scale / zero bytes (lanes 0..7).
+    // of the next 512 (D = 128: V codes), and the TAIL scale / zero bytes (lanes 0..7; log8: 64 bytes, lanes 0..3).
     const uint8_t* src = p.records + (int64_t)kvh * p.c_sh + 16 * lane;
     const uint32_t cblk = (uint32_t)p.c_sblk;  // record bytes per block (< 2^32)
     const uint64_t pol = l2_policy(p.l2_evict_first != 0);
@@ -863,12 +864,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
       }
     };
-    // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     // logit - m of one score (ks S + kz QS - m; log8: ks (S + kz QS) - m, kz in units of ks)
     auto rel = [&](float ks, float kz, float Sv, float qs, float m) {
       if constexpr (SF == 1) return fmaf(ks, fmaf(kz, qs, Sv), -m);
       else return fmaf(ks, Sv, fmaf(kz, qs, -m));
     };
+    // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const auto& x, const float S[4], float c[4]) {
       float ks0, ks1, kz0, kz1;
       kscale(x, ks0, ks1, kz0, kz1);
