@@ -334,3 +334,46 @@ def test_graph_step_per_page_bucket_equals_eager():
     _log(rec)
     print(rec)
     assert max(diffs) <= 1e-3, rec
+
+
+def _with_log8_tops(model, cfg, rot, ids):
+    """``rot`` plus log8 scale tops measured on this model's rotated K / V rows of ``ids`` (as calibrate does:
+    quant.log8_top under the layer's clip, two octaves of headroom)."""
+    from transformers import DynamicCache
+
+    from oscarkv.quant import QuantConfig, log8_top
+    from oscarkv.rotation import rotate
+
+    c = DynamicCache()
+    with torch.no_grad():
+        model(ids, cache=c)
+    tops = {"k": [], "v": []}
+    for i, layer in enumerate(c.layers):
+        for kind, x, clip in (("k", layer.keys, 0.96), ("v", layer.values, 0.92)):
+            xr = rotate(x.float().cpu(), rot.rotation(kind, i))
+            tops[kind].append(log8_top(xr, QuantConfig(group_size=128, clip_ratio=clip), headroom=2))
+    return replace(rot, k_scale_top=torch.tensor(tops["k"], dtype=torch.float32),
+                   v_scale_top=torch.tensor(tops["v"], dtype=torch.float32))
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_graph_paged_log8_equals_reference_128_tokens(kind):
+    """scale_dtype="log8" (forty-eighth session; not yet run on a GPU when written): the paged cache allocates log8
+    tile16 records, appends and decodes them with the CUDA kernels inside the CUDA-graph step, against the reference
+    backend with the same format and rotations, as the fp16 records above."""
+    cfg = _config(kind)
+    model = _model(cfg)
+    ids = torch.randint(1, 512, (1, 300), generator=torch.Generator().manual_seed(1)).cuda()
+    rot = _with_log8_tops(model, cfg, _rotations(cfg), ids)
+    paged = OscarCache(cfg, "oscar", rotations=rot, max_tokens=512, scale_dtype="log8", **KW)
+    enable_oscar_attention(model, paged)
+    try:
+        toks, logits = graph_generate(model, paged, ids, max_new_tokens=NEW, return_logits=True)
+    finally:
+        disable_oscar_attention(model)
+    pool = paged.paged.pools[0]
+    assert pool.layout == "tile16" and pool.k_scale.dtype == torch.uint8 and pool.k_codes.stride(1) == 8 * 128 + 64
+    out = oscar_generate(model, OscarCache(cfg, paged.method, rotations=rot, backend="reference"), ids,
+                         max_new_tokens=NEW)
+    assert paged.segments()["quantized"] > 0
+    _compare(f"{kind} graph paged log8 vs reference", out.sequences[:, 300:], out.logits, toks, logits)
