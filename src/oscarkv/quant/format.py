@@ -25,9 +25,9 @@ at head_dim 128 instead of 36, 5.6% fewer for the bandwidth-bound decode kernel)
     zero   z = s * zq / 4,  zq = round(4 m / s) clamped to [-128, 127], stored as the uint8 zq + 128
            (the group minimum m rounded to a quarter of the group's own step)
 
-Codes are then chosen against these s and z exactly as for the float formats. Simulated on SmolLM2-135M and
-Qwen2.5-Coder-1.5B before it became a format (docs/ACCURACY.md section 7, the "log32-zq4" scheme): KL within
--4.6% / +0.3% of fp16's.
+Codes are then chosen against these s and z exactly as for the float formats. Accuracy (docs/ACCURACY.md section 7):
+simulated on SmolLM2-135M and Qwen2.5-Coder-1.5B before it became a format ("log32-zq4": KL within -4.6% / +0.3% of
+fp16's), then measured through it on SmolLM2 with calibrated tops (KL +2.3% oscar, +0.4% oscar-plus).
 
 Bit order ("quartered" packing, spec section 3.2). With p = 8 // bits codes per byte and
 n = head_dim // p bytes per row, byte j holds the codes of coordinates j, j + n, j + 2n, ... at bit
