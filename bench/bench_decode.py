@@ -720,6 +720,9 @@ def main():
     EVICT = not a.no_evict_first
     SEQUENTIAL = a.sequential
     SCALE = a.scale_dtype
+    if SMOKE and (SCALE == "log8" or a.also_log8):  # the smoke run times the Triton fallback, which has no log8
+        ap.error("--scale-dtype log8 / --also-log8 need the CUDA kernels (the Triton fallback reads float scales); "
+                 "drop --smoke")
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
     MERGE_SLICES = a.merge_slices

@@ -287,7 +287,8 @@ def test_bench_decode_lists_are_checked_when_read():
     for args, msg in ((["--contexts", "abc"], "argument --contexts: 'abc' is not an integer >= 1"),
                       (["--diag", "131072x1"], "argument --diag: '131072x1' is not LxB:X"),
                       (["--sweep-scales", "0,1"], "argument --sweep-scales: '0' is not a positive number"),
-                      (["--probe-modes", "1,9"], "argument --probe-modes: probe mode '9' is unknown")):
+                      (["--probe-modes", "1,9"], "argument --probe-modes: probe mode '9' is unknown"),
+                      (["--also-log8"], "need the CUDA kernels"), (["--scale-dtype", "log8"], "drop --smoke")):
         r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", *args],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr and msg in r.stderr, r.stderr[-300:]
