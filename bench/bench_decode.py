@@ -70,6 +70,11 @@ def quant_cfgs() -> tuple[QuantConfig, QuantConfig]:
             QuantConfig(group_size=D, clip_ratio=0.92, scale_dtype=SCALE, **top))
 
 
+def ours_plan(B, meta, dev, config, **kw):
+    """Our kernel's DecodePlan for batch ``B`` and step metadata ``meta`` (Qwen3-8B heads, bf16, --scale-dtype)."""
+    return DecodePlan(B, HQ, HKV, D, meta, dev, torch.bfloat16, config, scale_dtype=SCALE, **kw)
+
+
 def scale_bytes() -> int:
     return 1 if SCALE == "log8" else 2
 
@@ -306,14 +311,13 @@ def bench_ours(B, L, dev, backend, variants=(None,), split_scale=None, probe=0, 
         best = None
         for var in variants:
             cfg = ours_config(var)
-            plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg) for m in metas]  # one per step (= copy)
+            plans = [ours_plan(B, m, dev, cfg) for m in metas]  # one per step (= copy)
             fixed = splits  # (hp, int2) split counts given or derived from this variant's plan, else None
             if fixed is None and (split_scale or hp_splits is not None):
                 fixed = (plans[0].n_hp if hp_splits is None else hp_splits,
                          max(1, round(plans[0].n_int2 * (split_scale or 1.0))))
             if fixed is not None:
-                plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg, n_hp_splits=fixed[0],
-                                    n_int2_splits=fixed[1]) for m in metas]
+                plans = [ours_plan(B, m, dev, cfg, n_hp_splits=fixed[0], n_int2_splits=fixed[1]) for m in metas]
             if probe:  # 1: loads only, 6: no code unpack, 7: math only (see DecodePlan.run)
                 t = time_calls([lambda m=m, p=p: p.run(q, pool, m, 1.0, out=out, _probe=probe) for m, p in zip(metas, plans)])
             else:
@@ -345,7 +349,7 @@ def bench_capacity(B, L, cap, dev):
     for label, ms, kw in (("own_plan", metas, {}), ("capacity_default", capm, {}),
                           ("capacity_adaptive", capm, dict(adaptive_splits=True)),
                           ("capacity_fixed", capm, dict(adaptive_splits=False))):
-        plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=ours_config(None, **kw)) for m in ms]
+        plans = [ours_plan(B, m, dev, ours_config(None, **kw)) for m in ms]
         res[label] = time_calls([lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)
                                  for m, p in zip(metas, plans)]) * 1e6
         res[label + "_splits"] = f"{plans[0].n_hp}+{plans[0].n_int2}"
@@ -363,7 +367,7 @@ def bench_diag(B, L, dev, variant):
     q = torch.randn(B, HQ, D, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
     cfg = ours_config(variant)
-    plans = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg) for m in metas]
+    plans = [ours_plan(B, m, dev, cfg) for m in metas]
 
     def timed(ms, ps=None, probe=0):
         ps = ps or plans
@@ -385,14 +389,14 @@ def bench_diag(B, L, dev, variant):
                full_no_merge=timed(metas, probe=3), loads_only=timed(metas, probe=1))
     for hpw in (1, 2):
         cfg1 = ours_config(variant, hp_tiles_per_warp=hpw)
-        p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg1) for m in metas]
+        p1 = [ours_plan(B, m, dev, cfg1) for m in metas]
         res[f"hp{hpw}_splits"] = f"{p1[0].n_hp}+{p1[0].n_int2}"
         res[f"hp_tiles_per_warp_{hpw}"] = timed(metas, p1)
     if plans[0].cluster:  # cluster variants run exactly one cluster of splits: no 1 + 1 plan
         del pool, metas
         return res
     # launch + prologue + epilogue without a merge worth the name: one split per tier, nothing cached
-    p1 = [DecodePlan(B, HQ, HKV, D, m, dev, torch.bfloat16, scale_dtype=SCALE, config=cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
+    p1 = [ours_plan(B, m, dev, cfg, n_hp_splits=1, n_int2_splits=1) for m in metas]
     res["empty_1+1_splits"] = timed(empty, p1)
     res["launch_only_1+1_splits"] = timed(metas, p1, probe=2)
     res["empty_no_merge_1+1_splits"] = timed(empty, p1, probe=3)

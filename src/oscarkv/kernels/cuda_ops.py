@@ -181,7 +181,8 @@ def scale_format(pool: MixedKVPool) -> int:
 
 
 def log8_table(device) -> torch.Tensor:
-    """The log8 format's table as the append kernel reads it (AppendParams::log8): float32 [512] on ``device``, cached."""
+    """The log8 format's table as the append kernel reads it (AppendParams::log8): float32 [512] on ``device``
+    (cached)."""
     dev = torch.device(device)
     if dev not in _LOG8_TABLES:
         from ..quant.format import LOG8_MIDS, LOG8_SCALES
@@ -626,7 +627,8 @@ class DecodePlan:
                  n_hp_splits: int | None = None, n_int2_splits: int | None = None, scale_dtype: str = "float16"):
         self.config = config or CudaDecodeConfig()
         if scale_dtype not in SCALE_FORMATS:
-            raise InputError(f"scale_dtype must be one of {sorted(SCALE_FORMATS)} for the CUDA kernels, got {scale_dtype!r}")
+            raise InputError(f"scale_dtype must be one of {sorted(SCALE_FORMATS)} for the CUDA kernels, "
+                             f"got {scale_dtype!r}")
         self.scale_dtype = scale_dtype  # the records' format (the pools' QuantConfig.scale_dtype), fixed per plan
         sf = SCALE_FORMATS[scale_dtype]
         explicit = n_hp_splits is not None or n_int2_splits is not None

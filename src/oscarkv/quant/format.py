@@ -104,7 +104,8 @@ class QuantConfig:
         storage_dtype(self.scale_dtype)
         if self.log8:
             lo, hi = LOG8_TOP_RANGE
-            if not isinstance(self.scale_top, int) or isinstance(self.scale_top, bool) or not lo <= self.scale_top <= hi:
+            top = self.scale_top
+            if not isinstance(top, int) or isinstance(top, bool) or not lo <= top <= hi:
                 raise InputError(f"scale_dtype='log8' needs scale_top, an integer in [{lo}, {hi}] (log2 of the largest "
                                  f"scale; oscarkv.quant.log8_top(rows, cfg) picks it), got {self.scale_top!r}")
         elif self.scale_top is not None:
@@ -241,7 +242,8 @@ def _log8_scale(e: torch.Tensor, top: int) -> torch.Tensor:
     return LOG8_SCALES.to(e.device)[e.long()] * 2.0**top
 
 
-def scale_zero_values(scale: torch.Tensor, zero: torch.Tensor, cfg: QuantConfig | None) -> tuple[torch.Tensor, torch.Tensor]:
+def scale_zero_values(scale: torch.Tensor, zero: torch.Tensor,
+                      cfg: QuantConfig | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Stored scale and zero (``group_scale_zero``, ``QuantizedRows``) as the float32 values of the format: the one
     decoder (a float scale_dtype is its own value; "log8" needs ``cfg``)."""
     if scale.dtype != torch.uint8:
