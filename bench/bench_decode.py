@@ -890,18 +890,13 @@ def main():
                         log(f"  L={L} B={B} {name}: " + ", ".join(f"{c} {row[f'{name}_{c}_us']:.1f}" for c in done)
                             + f" us (best {best})")
             bf16s = [row[k] for k in ("sdpa_flash_us", "sdpa_cudnn_us", "fi_bf16_us") if k in row]
-            if "ours_us" in row:
-                row["ours_frac_copy"] = row["ours_TBps"] * 1e12 / bw
-                if bf16s:
-                    row["speedup_vs_best_bf16"] = min(bf16s) / row["ours_us"]
-                if "fi_fp8_us" in row:
-                    row["speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_us"]
-            if "ours_log8_us" in row:
-                row["ours_log8_frac_copy"] = row["ours_log8_TBps"] * 1e12 / bw
-                if bf16s:
-                    row["log8_speedup_vs_best_bf16"] = min(bf16s) / row["ours_log8_us"]
-                if "fi_fp8_us" in row:
-                    row["log8_speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row["ours_log8_us"]
+            for col, pre in (("ours", ""), ("ours_log8", "log8_")):  # our columns: fraction of copy, speedups
+                if f"{col}_us" in row:
+                    row[f"{col}_frac_copy"] = row[f"{col}_TBps"] * 1e12 / bw
+                    if bf16s:
+                        row[f"{pre}speedup_vs_best_bf16"] = min(bf16s) / row[f"{col}_us"]
+                    if "fi_fp8_us" in row:
+                        row[f"{pre}speedup_vs_fi_fp8"] = row["fi_fp8_us"] / row[f"{col}_us"]
             table.append(row)
             res["decode"] = table
             dump()
