@@ -338,9 +338,10 @@ def test_graph_step_per_page_bucket_equals_eager():
 
 def _with_log8_tops(model, cfg, rot, ids):
     """``rot`` plus log8 scale tops measured on this model's rotated K / V rows of ``ids`` (as calibrate does:
-    quant.log8_top under the layer's clip, two octaves of headroom)."""
+    quant.log8_top under the layer's clip, calibrate's headroom)."""
     from transformers import DynamicCache
 
+    from oscarkv.calibrate.core import SCALE_TOP_HEADROOM
     from oscarkv.quant import QuantConfig, log8_top
     from oscarkv.rotation import rotate
 
@@ -351,7 +352,7 @@ def _with_log8_tops(model, cfg, rot, ids):
     for i, layer in enumerate(c.layers):
         for kind, x, clip in (("k", layer.keys, 0.96), ("v", layer.values, 0.92)):
             xr = rotate(x.float().cpu(), rot.rotation(kind, i))
-            tops[kind].append(log8_top(xr, QuantConfig(group_size=128, clip_ratio=clip), headroom=2))
+            tops[kind].append(log8_top(xr, QuantConfig(group_size=128, clip_ratio=clip), SCALE_TOP_HEADROOM))
     return replace(rot, k_scale_top=torch.tensor(tops["k"], dtype=torch.float32),
                    v_scale_top=torch.tensor(tops["v"], dtype=torch.float32))
 
