@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--sink", type=int, default=64)
     ap.add_argument("--recent", type=int, default=256)
     ap.add_argument("--calib-tokens", type=int, default=1024)
+    ap.add_argument("--scale-dtype", default="float16", choices=["float16", "log8"])
     a = ap.parse_args()
 
     from oscarkv.cache import OscarCache
@@ -45,13 +46,13 @@ def main() -> None:
     model, tok = lm.model, lm.tokenizer
     path, _ = resolve_model_path("default")
     rot_path = cache_dir() / "vllm-test" / f"smollm2-rot-{a.calib_tokens}.safetensors"
-    if not rot_path.exists():
+    if not rot_path.exists() or RotationSet.load(rot_path).k_scale_top is None:  # (files before log8 lack tops)
         ids = token_ids(tok, load_text("pydoc-calib"), a.calib_tokens, "pydoc-calib")
         rs = calibrate(model, ids, seq_len=512, progress=False, model_id=lm.model_id)
         rs.save(rot_path)
     rs = RotationSet.load(rot_path, model.config)
 
-    method = make_method("oscar", sink=a.sink, recent=a.recent)
+    method = make_method("oscar", sink=a.sink, recent=a.recent, scale_dtype=a.scale_dtype)
     page = getattr(method, "page", 1)  # 1 = the per-token rule before the page parameter existed
     if dataclasses.is_dataclass(method) and "page" in {f.name for f in dataclasses.fields(method)}:
         method = dataclasses.replace(method, page=16)
@@ -75,6 +76,7 @@ def main() -> None:
     res = {
         "model": str(path), "rotations": str(rot_path), "prompt_ids": prompt.tolist(), "tokens": out_ids,
         "logprobs": logprobs, "top2_margins": margins, "sink": a.sink, "recent": a.recent, "page": page, "group_size": method.group_size,
+        "scale_dtype": a.scale_dtype,
         "seconds": time.time() - t0,
     }
     Path(a.out).write_text(json.dumps(res))

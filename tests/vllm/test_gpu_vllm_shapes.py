@@ -61,10 +61,12 @@ def run_both(sims, fn):
     return outs
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout,scale_dtype", [(lay, "float16") for lay in LAYOUTS] + [("auto", "log8")])
 @pytest.mark.parametrize("per_head", [False, True])
-def test_gpu_prefill_decode_sharing_reuse_preempt(per_head, layout):
-    sims = pair(layout, num_blocks=64, per_head=per_head, hq=8, hkv=2)
+def test_gpu_prefill_decode_sharing_reuse_preempt(per_head, layout, scale_dtype):
+    """(log8, OSCAR_KV_SCALE_DTYPE=log8: one-byte scale / zero; on a GPU tile16 records that the torch append
+    writes and the CUDA decode kernel reads; on CPU cells through the torch reference)"""
+    sims = pair(layout, num_blocks=64, per_head=per_head, hq=8, hkv=2, scale_dtype=scale_dtype)
     base = toks(1, 400)
     for m in sims:
         m.add("a", base)
@@ -85,9 +87,9 @@ def test_gpu_prefill_decode_sharing_reuse_preempt(per_head, layout):
         run_both(sims, lambda m: m.step([("b", 1), ("c", 1)]))
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_gpu_decode_kernel_was_used(layout):
-    m = MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS, layout=layout)
+@pytest.mark.parametrize("layout,scale_dtype", [(lay, "float16") for lay in LAYOUTS] + [("auto", "log8")])
+def test_gpu_decode_kernel_was_used(layout, scale_dtype):
+    m = MiniVLLM(S, device=DEV, dtype=torch.bfloat16, kernels=KERNELS, layout=layout, scale_dtype=scale_dtype)
     m.add("a", toks(4, 300))
     m.step([("a", 200)])
     calls = []

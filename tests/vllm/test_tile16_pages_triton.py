@@ -28,3 +28,15 @@ def test_triton_writes_tile16_pages_chunks_decode_reuse():
     for _ in range(3):
         check(m.step([("a", 1), ("b", 1)]))
     assert m.layer.layout == "tile16"
+
+
+def test_log8_tile16_pages_take_the_torch_path():
+    """log8 pages (OSCAR_KV_SCALE_DTYPE=log8) with kernels="triton": the Triton kernels read float scales, so
+    the layer writes and decodes through the kernels' torch reference, over tile16 records of 8 d + 64 bytes."""
+    m = MiniVLLM(S, kernels="triton", layout="tile16", num_blocks=14, scale_dtype="log8")
+    assert m.layer.kernels == "torch"
+    m.add("a", toks(33, 150))
+    check(m.step([("a", 70)]))
+    for _ in range(4):
+        check(m.step([("a", 1)]))
+    assert m.layer.layout == "tile16" and m.kv.view(torch.uint8).shape[-1] * 16 == 8 * 64 + 64

@@ -28,10 +28,11 @@ def test_window_rule():
     assert int2_len(400, 64, 256, 1) == 80
 
 
+@pytest.mark.parametrize("scale_dtype", ["float16", "log8"])
 @pytest.mark.parametrize("per_head", [False, True])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_prefill_chunks_and_decode(per_head, layout):
-    m = MiniVLLM(S, per_head=per_head, layout=layout)
+def test_prefill_chunks_and_decode(per_head, layout, scale_dtype):
+    m = MiniVLLM(S, per_head=per_head, layout=layout, scale_dtype=scale_dtype)
     m.add("a", toks(1, 200))
     m.add("b", toks(2, 200))
     check(m.step([("a", 40), ("b", 7)]))
@@ -165,11 +166,12 @@ def test_shadow_manager_full_pool_error():
         mg.assign([5, 6, 7])
 
 
+@pytest.mark.parametrize("scale_dtype", ["float16", "log8"])
 @pytest.mark.parametrize("backend", ["torch"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_decode_tables_for_kernels(backend, layout):
+def test_decode_tables_for_kernels(backend, layout, scale_dtype):
     """q_len == 1 rows through the package's decode API (two-tier tables over vLLM pages + shadow)."""
-    m = MiniVLLM(S, kernels=backend, layout=layout)
+    m = MiniVLLM(S, kernels=backend, layout=layout, scale_dtype=scale_dtype)
     m.add("a", toks(12, 200))
     m.add("b", toks(13, 200))
     check(m.step([("a", 90), ("b", 30)]))
@@ -249,6 +251,12 @@ def test_settings_errors_are_one_line(monkeypatch):
     with pytest.raises(InputError, match="OSCAR_KV_LAYOUT"):
         OscarSettings.from_env()
     monkeypatch.delenv("OSCAR_KV_LAYOUT")
+    monkeypatch.setenv("OSCAR_KV_SCALE_DTYPE", "int8")
+    with pytest.raises(InputError, match="OSCAR_KV_SCALE_DTYPE='int8' is not a scale format"):
+        OscarSettings.from_env()
+    monkeypatch.setenv("OSCAR_KV_SCALE_DTYPE", "log8")
+    assert OscarSettings.from_env().scale_dtype == "log8"
+    monkeypatch.delenv("OSCAR_KV_SCALE_DTYPE")
     monkeypatch.setenv("OSCAR_KV_MODE", "oscar")
     monkeypatch.setenv("OSCAR_KV_SINK", "-3")
     with pytest.raises(InputError, match="OSCAR_KV_SINK"):
@@ -270,4 +278,26 @@ def test_plugin_refuses_missing_file(monkeypatch):
         plug.register()
     monkeypatch.delenv("OSCAR_KV_ROTATIONS")
     plug.register()  # switched off: does nothing
+    assert not plug._registered
+
+
+def test_log8_pages(tmp_path, monkeypatch):
+    """OSCAR_KV_SCALE_DTYPE=log8: one-byte scale / zero cells (8 d + 64 bytes per record of 16 tokens), the
+    layer's configs carry the file's tops, and a file without tops is refused in one line at registration."""
+    import oscarkv.integrations.vllm as plug
+    from oscarkv.errors import InputError
+    from oscarkv.integrations.vllm.core import PageFormat, layer_compute_for
+    from oscarkv.rotation import RotationSet
+
+    assert PageFormat(128, "oscar", torch.bfloat16, 1, torch.uint8).cell_bytes * 16 == 8 * 128 + 64
+    eye = torch.eye(64)[None].repeat(2, 1, 1)
+    tops = {"k_scale_top": torch.tensor([3.0, 2.0]), "v_scale_top": torch.tensor([1.0, 0.0])}
+    rs = RotationSet(eye, eye.clone(), **tops)
+    lc = layer_compute_for(1, OscarSettings(rotations="x", scale_dtype="log8"), rs, 64, torch.float32, 0.125)
+    assert (lc.k_cfg.scale_top, lc.v_cfg.scale_top, lc.fmt.scale_dtype) == (2, 0, torch.uint8)
+    bare = RotationSet(eye, eye.clone()).save(tmp_path / "bare.safetensors")
+    monkeypatch.setenv("OSCAR_KV_ROTATIONS", str(bare))
+    monkeypatch.setenv("OSCAR_KV_SCALE_DTYPE", "log8")
+    with pytest.raises(InputError, match="OSCAR_KV_SCALE_DTYPE=log8 needs a rotation file with log8 scale tops"):
+        plug.register()
     assert not plug._registered

@@ -37,8 +37,9 @@ LOGPROB_MEAN_TOL = 3e-3
 REPORT: dict = {}
 
 
-def _oscar_env(mode: str | None, rot: str | None, page: int | None = None, recent: int | None = None) -> dict:
-    keys = ("OSCAR_KV_ROTATIONS", "OSCAR_KV_MODE", "OSCAR_KV_PAGE", "OSCAR_KV_RECENT")
+def _oscar_env(mode: str | None, rot: str | None, page: int | None = None, recent: int | None = None,
+               scale_dtype: str | None = None) -> dict:
+    keys = ("OSCAR_KV_ROTATIONS", "OSCAR_KV_MODE", "OSCAR_KV_PAGE", "OSCAR_KV_RECENT", "OSCAR_KV_SCALE_DTYPE")
     old = {k: os.environ.get(k) for k in keys}
     for k in keys:
         os.environ.pop(k, None)
@@ -49,12 +50,14 @@ def _oscar_env(mode: str | None, rot: str | None, page: int | None = None, recen
             os.environ["OSCAR_KV_PAGE"] = str(page)
         if recent is not None:
             os.environ["OSCAR_KV_RECENT"] = str(recent)
+        if scale_dtype is not None:
+            os.environ["OSCAR_KV_SCALE_DTYPE"] = scale_dtype
     return old
 
 
 def run_llm(model: str, mode: str | None, rot: str | None, prompts: list[list[int]], max_tokens: int,
             dtype: str = "float32", page: int | None = None, kv_bytes: int = 128 << 20, recent: int | None = None,
-            max_model_len: int = 1024, ignore_eos: bool = False, **kw) -> dict:
+            max_model_len: int = 1024, ignore_eos: bool = False, scale_dtype: str | None = None, **kw) -> dict:
     """One LLM in this process: mode None = stock backend, else the oscar-kv backend in that mode."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -62,7 +65,7 @@ def run_llm(model: str, mode: str | None, rot: str | None, prompts: list[list[in
     import oscarkv.integrations.vllm as plug
     from oscarkv.integrations.vllm.core import LAYERS_CREATED, shadow_report
 
-    old = _oscar_env(mode, rot, page, recent)
+    old = _oscar_env(mode, rot, page, recent, scale_dtype)
     try:
         plug.unregister()
         if mode is not None:
@@ -166,17 +169,26 @@ def _main_python() -> str | None:
     return next((c for c in cands if c and Path(c).exists()), None)
 
 
-@pytest.fixture(scope="module")
-def smol_ref(tmp_path_factory):
+def _reference(tmp_path_factory, *args) -> dict:
     py = _main_python()
     if py is None:
         pytest.skip("the main venv (.venv, oscar-kv's transformers 5.24) is needed for the reference; run `make test`")
     out = tmp_path_factory.mktemp("ref") / "ref.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1")
-    r = subprocess.run([py, str(Path(__file__).parent / "reference_transformers.py"), str(out)], env=env,
+    r = subprocess.run([py, str(Path(__file__).parent / "reference_transformers.py"), str(out), *args], env=env,
                        capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def smol_ref(tmp_path_factory):
+    return _reference(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def smol_ref_log8(tmp_path_factory):
+    return _reference(tmp_path_factory, "--scale-dtype", "log8")
 
 
 def test_smollm2_exact_equals_stock(smol_ref):
@@ -186,18 +198,29 @@ def test_smollm2_exact_equals_stock(smol_ref):
     assert exact["tokens"] == stock["tokens"]
 
 
-def test_smollm2_oscar_matches_transformers_path(smol_ref):
-    r = run_llm(smol_ref["model"], "oscar", smol_ref["rotations"], [smol_ref["prompt_ids"]], len(smol_ref["tokens"]),
-                page=smol_ref["page"])
-    diff = [abs(a - b) for a, b in zip(r["logprobs"][0], smol_ref["logprobs"])]
-    REPORT["cross_check"] = {"tokens_equal": r["tokens"][0] == smol_ref["tokens"], "n_tokens": len(smol_ref["tokens"]),
-                             "max_abs_logprob_diff": max(diff),
-                             "mean_abs_logprob_diff": sum(diff) / len(diff), "prompt_tokens": len(smol_ref["prompt_ids"]),
-                             "page": smol_ref["page"], "sink": smol_ref["sink"], "recent": smol_ref["recent"]}
-    print("cross-check", REPORT["cross_check"])
-    assert r["tokens"][0] == smol_ref["tokens"]
+def _cross_check(ref: dict, key: str) -> None:
+    """OSCAR mode in vLLM against oscar-kv's transformers path: same file, windows, scale format and prompt."""
+    r = run_llm(ref["model"], "oscar", ref["rotations"], [ref["prompt_ids"]], len(ref["tokens"]), page=ref["page"],
+                scale_dtype=ref["scale_dtype"])
+    diff = [abs(a - b) for a, b in zip(r["logprobs"][0], ref["logprobs"])]
+    REPORT[key] = {"scale_dtype": ref["scale_dtype"], "tokens_equal": r["tokens"][0] == ref["tokens"],
+                   "n_tokens": len(ref["tokens"]), "max_abs_logprob_diff": max(diff),
+                   "mean_abs_logprob_diff": sum(diff) / len(diff), "prompt_tokens": len(ref["prompt_ids"]),
+                   "page": ref["page"], "sink": ref["sink"], "recent": ref["recent"]}
+    print(key, REPORT[key])
+    assert r["tokens"][0] == ref["tokens"]
     assert max(diff) < LOGPROB_MAX_TOL
     assert sum(diff) / len(diff) < LOGPROB_MEAN_TOL
+
+
+def test_smollm2_oscar_matches_transformers_path(smol_ref):
+    _cross_check(smol_ref, "cross_check")
+
+
+def test_smollm2_oscar_log8_matches_transformers_path(smol_ref_log8):
+    """OSCAR_KV_SCALE_DTYPE=log8 (one-byte scale / zero cells, the file's scale tops) against OscarCache with
+    scale_dtype="log8"."""
+    _cross_check(smol_ref_log8, "cross_check_log8")
 
 
 def test_smollm2_kv_capacity(smol_ref):

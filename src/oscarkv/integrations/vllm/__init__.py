@@ -14,7 +14,10 @@ check of the plumbing), ``OSCAR_KV_SHADOW_PAGES`` (cap of the BF16 window pool),
 (``auto``: the package's Triton append and decode kernels on CUDA where eligible; ``off``: the torch
 reference everywhere), ``OSCAR_KV_LAYOUT`` (``auto``, the default: tile16 records that the CUDA decode
 kernel reads in place, on a GPU where the format allows, else per-token cells; ``logical``: cells always;
-``tile16``: records or an error). The file decides the recipe (``core.file_recipe``): files fitted for centered rows
+``tile16``: records or an error), ``OSCAR_KV_SCALE_DTYPE`` (``float16``, the default; ``log8``: scale and zero
+in one byte each, 8 d + 64 bytes per record of 16 tokens instead of 8 d + 128, with the per-layer scale tops that
+``oscar-kv calibrate`` stores in the file; tile16 pages of log8 records are decoded by the CUDA kernel, cells by
+the torch reference, the Triton kernels take float scales only). The file decides the recipe (``core.file_recipe``): files fitted for centered rows
 (``calibrate --plus``) are served centered through ``rotation/centering.py`` (the one home of that math),
 files with Lloyd-Max levels with those levels (on the torch path).
 
@@ -90,6 +93,11 @@ def register() -> None:
 
         raise InputError(f"OSCAR_KV_ROTATIONS={s.rotations} does not exist; create it with "
                          "`oscar-kv calibrate --model MODEL --out rot.safetensors`")
+    if s.scale_dtype != "float16":  # log8 pages need the file's scale tops: refuse here, before any engine work
+        from ...rotation import RotationSet
+        from .core import check_file_for
+
+        check_file_for(s, RotationSet.load(s.rotations))
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
     register_backend(AttentionBackendEnum.CUSTOM, "oscarkv.integrations.vllm.backend.OscarAttentionBackend")

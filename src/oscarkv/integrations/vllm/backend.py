@@ -24,12 +24,14 @@ from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 
 from ...dims import text_config
 from ...errors import InputError
+from ...quant import storage_dtype
 from .core import (
     OscarSettings,
     PageFormat,
     ShadowManager,
     StepPlan,
     build_step,
+    check_file_for,
     default_shadow_cap,
     layer_compute_for,
 )
@@ -60,7 +62,7 @@ def load_rotations(path: str, hf_config=None):
 
 def _cell_bytes(spec_head: int, s: OscarSettings, dtype: torch.dtype) -> int:
     ng = spec_head // min(s.group_size, spec_head)
-    return PageFormat(spec_head, s.mode, dtype, ng, getattr(torch, s.scale_dtype)).cell_bytes
+    return PageFormat(spec_head, s.mode, dtype, ng, storage_dtype(s.scale_dtype)).cell_bytes
 
 
 class OscarAttentionBackend(AttentionBackend):
@@ -169,6 +171,7 @@ class OscarAttentionImpl(AttentionImpl):
         cfg = get_current_vllm_config()
         self.dtype = cfg.model_config.dtype
         self.rotations = load_rotations(self.s.rotations, cfg.model_config.hf_config)
+        check_file_for(self.s, self.rotations)
         self.compute = None  # per layer, made at the first forward (needs the layer's name)
 
     def _layer_compute(self, layer):

@@ -9,7 +9,8 @@ Shapes (one attention layer, vLLM's "LBHNC" KV layout, Bv = vLLM block size):
     kv_cache (vLLM's page tensor, any dtype, viewed as uint8) [num_blocks, H_kv, Bv, C]
         OSCAR mode: C = cell_bytes = 2 * (d/4 + 2 * ng * sbytes) per (block, head, token):
             [k_codes d/4 | v_codes d/4 | k_scale ng | k_zero ng | v_scale ng | v_zero ng]
-            (codes in the package's quartered INT2 packing, scale/zero in scale_dtype, ng = d / group)
+            (codes in the package's quartered INT2 packing, scale/zero in scale_dtype, ng = d / group;
+            OSCAR_KV_SCALE_DTYPE=log8: one byte each, quant.format's log8 with the rotation file's tops)
         exact mode: C = 2 * d * dtype bytes: [rotated K | rotated V] in the model dtype (no quantization)
     shadow K / V (backend-owned)   [num_shadow_pages, H_kv, Bv, d] model dtype; page 0 is never used
     query / output                 [num_tokens, H_q, d]; key / value [num_tokens, H_kv, d]
@@ -40,6 +41,10 @@ ENV_KERNELS = "OSCAR_KV_KERNELS"  # "auto" (package kernels on CUDA where eligib
 # cells) | "tile16" (the CUDA decode kernel's records, or an error where they do not fit)
 ENV_LAYOUT = "OSCAR_KV_LAYOUT"
 LAYOUTS = ("auto", "logical", "tile16")
+# how scale and zero are stored: "float16" (default) | "log8" (one byte each: 8 d + 64 bytes per tile16 record at
+# block size 16 instead of 8 d + 128; needs a rotation file with scale tops, `oscar-kv calibrate` writes them)
+ENV_SCALE_DTYPE = "OSCAR_KV_SCALE_DTYPE"
+SCALE_DTYPES = ("float16", "log8")
 MODES = ("oscar", "exact")
 
 
@@ -92,6 +97,10 @@ class OscarSettings:
         layout = os.environ.get(ENV_LAYOUT, "auto") or "auto"
         if layout not in LAYOUTS:
             raise InputError(f"{ENV_LAYOUT}={layout!r} is not a layout; use one of {', '.join(LAYOUTS)}")
+        scale_dtype = os.environ.get(ENV_SCALE_DTYPE, "float16") or "float16"
+        if scale_dtype not in SCALE_DTYPES:
+            raise InputError(f"{ENV_SCALE_DTYPE}={scale_dtype!r} is not a scale format; use one of "
+                             f"{', '.join(SCALE_DTYPES)}")
         return cls(
             rotations=rot,
             mode=mode,
@@ -101,6 +110,7 @@ class OscarSettings:
             shadow_pages=_env_int(ENV_SHADOW_PAGES, 0) or None if cap else None,
             kernels=kernels,
             layout=layout,
+            scale_dtype=scale_dtype,
         )
 
 
@@ -113,7 +123,7 @@ class PageFormat:
     mode: str
     dtype: torch.dtype  # model dtype (exact-mode cells, shadow pages)
     num_groups: int = 1
-    scale_dtype: torch.dtype = torch.float16
+    scale_dtype: torch.dtype = torch.float16  # storage dtype of scale / zero (uint8: log8 bytes)
 
     @property
     def cell_bytes(self) -> int:
@@ -125,11 +135,11 @@ class PageFormat:
 
     def tile16_fits(self, kv_cache: torch.Tensor) -> bool:
         """Can each (block, KV head) region of the pages hold one tile16 record (the CUDA decode kernel's)? Its
-        Bv cells of ``cell_bytes`` are exactly a record's 8 d + 128 bytes when Bv = 16, one fp16 scale group
-        per row and head_dim 64 or 128 (the kernel's); the regions must be contiguous, in block-major order
-        and 16-byte aligned (``cuda_ops.check_pool_records``)."""
+        Bv cells of ``cell_bytes`` are exactly a record's 8 d + 128 bytes (log8: 8 d + 64) when Bv = 16, one
+        fp16 or log8 scale group per row and head_dim 64 or 128 (the kernel's); the regions must be contiguous,
+        in block-major order and 16-byte aligned (``cuda_ops.check_pool_records``)."""
         if not (self.mode == "oscar" and kv_cache.shape[2] == 16 and self.num_groups == 1
-                and self.scale_dtype == torch.float16 and self.head_dim in (64, 128)):
+                and self.scale_dtype in (torch.float16, torch.uint8) and self.head_dim in (64, 128)):
             return False
         u8 = kv_cache.view(torch.uint8)
         nb, h, bv, c = u8.shape
@@ -430,6 +440,8 @@ class LayerCompute:
         d = fmt.head_dim
         if (levels or d < 16 or d & (d - 1)) and kernels in ("auto", "triton"):
             kernels = "off"  # the package's kernels: uniform levels, power-of-two head_dim (check_kernel_configs)
+        if k_cfg is not None and k_cfg.log8 and kernels == "triton":
+            kernels = "torch"  # the Triton kernels read float scale / zero; log8 runs the kernels' torch reference
         self.scale = scale
         self.kernels = kernels
         self.layout_asked, self.layout = layout, None  # resolved at the first forward (needs the pages)
@@ -468,7 +480,7 @@ class LayerCompute:
         on CUDA with the package's kernels, when the CUDA kernels build), else "logical"."""
         fits = self.fmt.tile16_fits(kv_cache) and self.uniform
         if self.layout_asked == "tile16" and not fits:
-            raise InputError(f"{ENV_LAYOUT}=tile16 needs vLLM block size 16, group_size >= head_dim, fp16 scales, "
+            raise InputError(f"{ENV_LAYOUT}=tile16 needs vLLM block size 16, group_size >= head_dim, fp16 or log8 scales, "
                              "head_dim 64 or 128, uniform levels and contiguous pages; unset it to store cells")
         if self.layout_asked == "logical" or not fits:
             return "logical"
@@ -605,6 +617,14 @@ def layer_compute_for(layer_idx: int, s: OscarSettings, rotations, head_dim: int
     fmt = PageFormat(head_dim, "oscar", dtype, ng, storage_dtype(s.scale_dtype))
     return LayerCompute(fmt, plan.k_cfg, plan.v_cfg, plan.k_rot, plan.v_rot, scale, s.kernels, layout=s.layout,
                         **extra)
+
+
+def check_file_for(s: OscarSettings, rotations) -> None:
+    """One-line refusal of a rotation file that cannot serve these settings (before any model is built)."""
+    if s.mode == "oscar" and s.scale_dtype == "log8" and rotations.k_scale_top is None:
+        raise InputError(f"{ENV_SCALE_DTYPE}=log8 needs a rotation file with log8 scale tops; calibrate it again "
+                         f"with `oscar-kv calibrate` (files before the forty-eighth session lack them) or unset "
+                         f"{ENV_SCALE_DTYPE}")
 
 
 def file_recipe(rotations) -> dict:

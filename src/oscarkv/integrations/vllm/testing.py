@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ...quant import QuantConfig, fake_quantize, int2_len
+from ...quant import QuantConfig, fake_quantize, int2_len, storage_dtype
 from ...rotation import hadamard, rotate
 from .core import LayerCompute, OscarSettings, PageFormat, ShadowManager, build_step
 
@@ -32,7 +32,7 @@ class MiniVLLM:
 
     def __init__(self, s: OscarSettings, *, num_blocks=64, block_size=16, hq=4, hkv=2, d=64,
                  dtype=torch.float32, device="cpu", shadow_cap=None, kernels="off", per_head=False, seed=0,
-                 means=False, levels=None, layout="logical"):
+                 means=False, levels=None, layout="logical", scale_dtype="float16"):
         self.s, self.bs, self.hq, self.hkv, self.d = s, block_size, hq, hkv, d
         self.dtype, self.device = dtype, torch.device(device)
         r = int(per_head) * (hkv - 1) + 1
@@ -43,9 +43,13 @@ class MiniVLLM:
             fmt = PageFormat(d, "exact", dtype)
             self.k_cfg = self.v_cfg = None
         else:
-            fmt = PageFormat(d, "oscar", dtype, 1, torch.float16)
-            self.k_cfg = QuantConfig(2, d, 0.96, "float16", levels)  # levels: Lloyd-Max stand-ins (None: uniform)
-            self.v_cfg = QuantConfig(2, d, 0.92, "float16", levels)
+            fmt = PageFormat(d, "oscar", dtype, 1, storage_dtype(scale_dtype))
+            # log8: top 4 (scales up to 16, the format's 8 octaves below it) holds these rows' scales (~1-8,
+            # the mean offsets included) as a calibrated file's tops would
+            top = 4 if scale_dtype == "log8" else None
+            # levels: Lloyd-Max stand-ins (None: uniform)
+            self.k_cfg = QuantConfig(2, d, 0.96, scale_dtype, levels, top)
+            self.v_cfg = QuantConfig(2, d, 0.92, scale_dtype, levels, top)
         self.k_mean = self.v_mean = None
         if means:  # calibrated-mean stand-ins: a large per-channel offset, as in Qwen2-family keys
             g = torch.Generator().manual_seed(seed + 30)
