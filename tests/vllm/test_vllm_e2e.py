@@ -230,6 +230,10 @@ def test_smollm2_kv_capacity(smol_ref):
     osc = run_llm(smol_ref["model"], "oscar", smol_ref["rotations"], [smol_ref["prompt_ids"]], 8, dtype="bfloat16",
                   kv_bytes=kv)
     ratio = tokens_per_gib(osc) / tokens_per_gib(stock)
+    # log8 cells (OSCAR_KV_SCALE_DTYPE=log8): d/2 + 4 bytes per token and KV head instead of d/2 + 8
+    osc8 = run_llm(smol_ref["model"], "oscar", smol_ref["rotations"], [smol_ref["prompt_ids"]], 8, dtype="bfloat16",
+                   kv_bytes=kv, scale_dtype="log8")
+    ratio8 = tokens_per_gib(osc8) / tokens_per_gib(stock)
     sh = osc["shadow"]
     # windows of one running request with default S=64, W=256: at most this many pages of BLOCK tokens
     from oscarkv.integrations.vllm.core import OscarSettings, default_shadow_cap
@@ -237,6 +241,7 @@ def test_smollm2_kv_capacity(smol_ref):
     per_req_pages = default_shadow_cap(1, BLOCK, OscarSettings(rotations="x")) - 1
     REPORT["capacity"] = {
         "bf16_tokens_per_gib": tokens_per_gib(stock), "oscar_tokens_per_gib": tokens_per_gib(osc), "ratio": ratio,
+        "oscar_log8_tokens_per_gib": tokens_per_gib(osc8), "ratio_log8": ratio8,
         "shadow_page_bytes_all_layers": sh["page_bytes_all_layers"],
         "window_pages_per_request_max": per_req_pages,
         "window_bytes_per_request_max": per_req_pages * sh["page_bytes_all_layers"],
@@ -248,3 +253,4 @@ def test_smollm2_kv_capacity(smol_ref):
     if os.environ.get("OSCAR_KV_VLLM_REPORT"):
         Path(os.environ["OSCAR_KV_VLLM_REPORT"]).write_text(json.dumps(REPORT, indent=1))
     assert ratio >= 6.0
+    assert ratio8 >= 7.0  # 256 / 36 = 7.1 at head_dim 64
