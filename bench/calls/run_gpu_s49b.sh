@@ -1,4 +1,5 @@
 #!/bin/bash
+# (As run at 3b3d761, the ring slots at whole lines; reverted after this call: log8 at 128K b1 unchanged, 33.6-33.7 us.)
 # Forty-ninth session, second call (one GPU, < 10 min, carry [".whl", ".kcache"]; .kcache: the library built on
 # the CPU machine from this tree's int2_paged.cu):
 #   BUDGET=<s> OSCARKV_COMMIT=<git rev-parse --short HEAD> bash bench/calls/run_gpu_s49b.sh

@@ -416,9 +416,6 @@ constexpr int kFlushTiles = OSCAR_FLUSH_TILES;  // INT2 tiles between two folds 
 #endif
 constexpr uint32_t kRingPhase = OSCAR_RING_PHASE;  // the decode ring's shared address mod 128 (smem, below)
 static_assert(kRingPhase % 16 == 0 && kRingPhase < 128, "cp.async needs 16-byte alignment");
-// bytes of one decode ring slot: the tile record (8 D + 128; log8 8 D + 64) rounded up to whole 128-byte lines
-template <int D, int SF>
-__host__ __device__ constexpr int decode_slot_bytes() { return (8 * D + (SF ? 64 : 128) + 127) / 128 * 128; }
 static_assert(32 % kFlushTiles == 0, "the fold interval divides the 32-tile block-id window");
 constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 before the running max moves
 
@@ -473,11 +470,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // decode_smem_bytes<D, NWARP, STAGES, SF>() at launch; 16-warp CTAs need more than the static 48 KB)
   // one tile: K codes 4D bytes | V codes 4D | k_scale, k_zero, v_scale, v_zero (32 B each; log8: 16 B each)
   constexpr int TAIL = SF ? 64 : 128;
-  // a ring slot: the record rounded up to 128 bytes, so that every slot sits at the ring's phase (log8 records
-  // of 8 D + 64 bytes would put every other slot at phase 64, which the thirty-sixth session measured 2 us slower
-  // at 128K batch 1 than phase 0; fp16 records, 8 D + 128, are whole lines already)
-  constexpr int SLOT = decode_slot_bytes<D, SF>();
-  static_assert(SLOT % 128 == 0 && SLOT >= 8 * D + TAIL, "a ring slot holds one record at the ring's phase");
+  constexpr int TB = 8 * D + TAIL;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   // the buffer's base at a fixed 128-byte phase (kRingPhase) wherever the static shared memory ends (the dynamic
   // part starts right after it, 16-byte aligned, so the static arrays' size used to set the ring's phase: 528 ->
@@ -713,7 +706,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       z1 = __shfl_sync(0xffffffffu, SF ? sp[1] : lz[1], z_src);
     };
 
-    uint8_t* ring = smem + warp * STAGES * SLOT;
+    uint8_t* ring = smem + warp * STAGES * TB;
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(ring) + 16 * lane;
     const int sp_ = split - p.n_hp;
     const int len = len2;
@@ -754,7 +747,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     };
     // ring slot of tile k: k mod STAGES (a mask for power-of-two rings, else a running pointer)
     constexpr bool POW2 = (STAGES & (STAGES - 1)) == 0;
-    const uint32_t ring_end = ring_s + STAGES * SLOT;
+    const uint32_t ring_end = ring_s + STAGES * TB;
     uint32_t slot_run = ring_s;
     // The registers of NT INT2 tiles (PAIR: 2, else 1): the lane's K / V code words of each, K scale / zero of
     // tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9) (PAIR: read_scales below).
@@ -780,12 +773,12 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
     };
     // K scale / zero of tokens (g, g + 8), V scale / zero of tokens (2t, 2t + 1) and (2t + 8, 2t + 9), from the
-    // slot whose lane-0 address is `base`; with PAIR each read takes tile b's slot (base + SLOT) for the lanes
+    // slot whose lane-0 address is `base`; with PAIR each read takes tile b's slot (base + TB) for the lanes
     // whose columns / rows are tile b's: K (C layout) t >= 2, V scale (B layout) g >= 4, V zero (lz row) g = 2
     // (log8: one byte per token, so half the offsets and widths; ksc / kzr hold two bytes, vsc.x / vzr.x four)
     constexpr uint32_t SB = SF ? 1 : 2;  // bytes per scale / zero
-    const uint32_t aK = (PAIR && t >= 2 ? SLOT : 0) + 2 * SB * g, aVs = (PAIR && g >= 4 ? SLOT : 0) + 4 * SB * t,
-                   aVz = (PAIR && g == ZR + 1 ? SLOT : 0) + 4 * SB * t;
+    const uint32_t aK = (PAIR && t >= 2 ? TB : 0) + 2 * SB * g, aVs = (PAIR && g >= 4 ? TB : 0) + 4 * SB * t,
+                   aVz = (PAIR && g == ZR + 1 ? TB : 0) + 4 * SB * t;
     auto read_scales = [&](uint32_t base, auto& x) {
       if constexpr (SF == 1) {
         unsigned short k0, k1;
@@ -809,18 +802,18 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // refill each with the tile STAGES ahead (block ids blk0, blk1; noload: probe 7, no refill)
     auto fetch = [&](int k, int blk0, int blk1, auto noload) {
       Tile x;
-      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * SLOT : slot_run;
+      const uint32_t slot = POW2 ? ring_s + (uint32_t)(k & (STAGES - 1)) * TB : slot_run;
       asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - NT) : "memory");
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < NT; n++) read_words(slot + n * SLOT, x.kw[n], x.vw[n]);
+      for (int n = 0; n < NT; n++) read_words(slot + n * TB, x.kw[n], x.vw[n]);
       read_scales(slot - 16 * lane, x);
       __syncwarp();  // every lane has read these stages before they are refilled
       if constexpr (!decltype(noload)::value) {
         issue(k + STAGES, blk0, slot);
-        if constexpr (PAIR) issue(k + 1 + STAGES, blk1, slot + SLOT);
+        if constexpr (PAIR) issue(k + 1 + STAGES, blk1, slot + TB);
       }
-      if constexpr (!POW2) slot_run = slot_run + NT * SLOT == ring_end ? ring_s : slot_run + NT * SLOT;
+      if constexpr (!POW2) slot_run = slot_run + NT * TB == ring_end ? ring_s : slot_run + NT * TB;
       return x;
     };
     // scores S = sum_dim c q' (tokens g, g + 8 x heads 2t, 2t + 1; tokens on M, heads on N): field P of every
@@ -1021,7 +1014,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const bool pre = p.early && first + (min(STAGES, nmine) - 1) * step < ntile - 1;
     if (pre) {
 #pragma unroll
-      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * SLOT);
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
     if constexpr (SF == 1) {  // 2^(-e / 32) (NaN at 255, a non-finite row), K with 2^k_top folded in (|top| <= 100)
       const float kt = __int_as_float((127 + p.k_top) << 23);
@@ -1037,7 +1030,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     if (p.probe == 4 && __shfl_sync(0xffffffffu, q8[0][0] ^ (uint32_t)(tf + tn), 0) != 0x7fffffffu) return;
     if (!pre) {
 #pragma unroll
-      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * SLOT);
+      for (int k = 0; k < STAGES; k++) issue(k, __shfl_sync(0xffffffffu, tf, k), ring_s + k * TB);
     }
     // once per kFlushTiles tiles (outside the tile body, so that the steady-state tile pays no test for it) fold
     // the V offsets (sp) and the zero-point sum sum p z (lz row 1, lanes 4 + t) into acc: sum c p' (c >= 0) and
@@ -1169,7 +1162,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // rows of D + 4 floats: lane (g, t) writes column 2t (+1), dim 16 mt + g (+8), so with rows of D floats the four
   // lanes of one g hit one bank (4-way conflicts on each of the 32 stores); the pad puts them 8 banks apart
   constexpr int DP = D + 4;
-  static_assert(STAGES * SLOT >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
+  static_assert(STAGES * TB >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
   float (*sm_o)[8][DP] = reinterpret_cast<float (*)[8][DP]>(smem);
   __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
   __shared__ int sm_slice;
@@ -1902,8 +1895,8 @@ int launch(void (*kernel)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_
 // per-warp partial outputs (NWARP x 8 heads x D floats), whichever is larger, + 128 bytes to place it at kRingPhase
 template <int D, int NWARP, int STAGES, int SF>
 constexpr int decode_smem_bytes() {
-  constexpr int SLOT = decode_slot_bytes<D, SF>();
-  return 128 + (NWARP * STAGES * SLOT > NWARP * 8 * D * 4 ? NWARP * STAGES * SLOT : NWARP * 8 * D * 4);
+  constexpr int TB = 8 * D + (SF ? 64 : 128);  // the kernel's tile record
+  return 128 + (NWARP * STAGES * TB > NWARP * 8 * D * 4 ? NWARP * STAGES * TB : NWARP * 8 * D * 4);
 }
 
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
