@@ -21,11 +21,9 @@
 // one byte each, records of 8 D + 64 bytes, issue 7's 5.6% fewer bytes at head_dim 128): scale = 2^(top - e / 32)
 // (e = 255: NaN), zero = scale * zq / 4 with zq = zb - 128. The decode kernel looks e up in per-CTA shared-memory
 // tables (exp2f, within 2 ulp of the format's table): K with 2^k_top folded in (fp32), V as fp16 2^(-e/32) with 2^v_top
-// applied to the INT2 split's output. The zero enters in units of its own scale: the K zero in the integer score,
-// logit = ks sigma / 64 (S64 + zq 16 sum(q8)) with S64 = 64 sum c q8 (zq = zb ^ 0x80 as an int8: one IMAD per
-// score instead of a float decode and an FMA), and sum p z = sum p' zq / 4 is one more row of the sp MMA (B = p'),
-// zq / 4 from the fp16 halves 1024 + zb by a magic number, exactly. The tables are read at 32-bit shared addresses
-// held in registers (as C++ array reads they cost six uniform instructions per tile: the CTA's cluster-window base).
+// applied to the INT2 split's output. The zero enters in units of its own scale: logits ks (S + (zq / 4) sum(q')),
+// and sum p z = sum p' zq / 4 is one more row of the sp MMA (B = p'); zq / 4 comes from the byte by a magic number
+// (fp32 for K, the fp16 halves 1024 + zb for V), exactly.
 //
 // Decode (one launch): grid (n_hp_splits + n_int2_splits, batch * num_kv_heads); each CTA takes one
 // token range of one tier for one KV head and all its query heads (GQA group <= 8 on the MMA's N).
@@ -294,16 +292,6 @@ __device__ __forceinline__ void unpack_tile(const uint32_t* w, int i, uint32_t a
   }
 }
 
-__device__ __forceinline__ float lds_f32(uint32_t a) {  // shared memory at 32-bit shared address a
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
-  return v;
-}
-__device__ __forceinline__ uint32_t lds_u16(uint32_t a) {
-  unsigned short v;
-  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(a));
-  return v;
-}
 __device__ __forceinline__ float h2f_lo(uint32_t x) { return __low2float(*reinterpret_cast<__half2*>(&x)); }
 __device__ __forceinline__ float h2f_hi(uint32_t x) { return __high2float(*reinterpret_cast<__half2*>(&x)); }
 
@@ -620,7 +608,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // log8: the CTA's scale tables (kscale / vscale below), filled after the first ring loads are issued
     __shared__ float sm_ks[SF ? 256 : 1];
     __shared__ unsigned short sm_vs[SF ? 256 : 1];
-    const uint32_t ktab = (uint32_t)__cvta_generic_to_shared(sm_ks), vtab = (uint32_t)__cvta_generic_to_shared(sm_vs);
     // q for the K side in int8 (departure from the spec, whose kernel keeps q in bf16; issue 7: 8-bit K
     // operands take 4 u8 x s8 MMAs and 16 LOP3 per tile instead of 8 fp16 MMAs and 36 unpack instructions, and no
     // 1024 offset to cancel). Per head, x = q * scale_log2, q8 = rint(x * 127 / absmax(x)), sigma = absmax / 127
@@ -636,7 +623,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     const T* qrow8 = reinterpret_cast<const T*>(p.q) + b * p.q_sb + (int64_t)(kvh * G + (qh < G ? qh : 0)) * p.q_sh;
     float sg0, sg1;  // sigma / 64 of heads 2t, 2t + 1 (the score join below carries a factor 64)
     float qs0, qs1;  // sum over dims of the dequantized q' = sigma q8 of heads 2t, 2t + 1 (for the zero point)
-    int kc0, kc1;    // log8: 16 sum(q8) of heads 2t, 2t + 1 (the K zero's integer weight, scores below)
     auto prep_q = [&]() {  // after the PDL wait: q is the previous kernels' output
       float x[4][QR][4];
       float amax = 0.f, bad = 0.f;  // bad: NaN when an element is not finite (x * 0), so that rounding q
@@ -685,8 +671,6 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       qs1 = __shfl_sync(0xffffffffu, qsum, c0 + 4);
       sg0 = __shfl_sync(0xffffffffu, s64, c0);
       sg1 = __shfl_sync(0xffffffffu, s64, c0 + 4);
-      kc0 = 16 * __shfl_sync(0xffffffffu, isum, c0);
-      kc1 = 16 * __shfl_sync(0xffffffffu, isum, c0 + 4);
     };
     // A operand of the sp MMA: row 0 = 1 on even tokens (the low half of each register), row 1 = 1 on odd ones
     const uint32_t sp_ind = g == 0 ? 0x00003C00u : (g == 1 ? 0x3C000000u : 0u);
@@ -836,10 +820,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     // code byte masked in place (the byte is then 4^P c: one LOP3 per 4 codes) is the u8 A operand of one
     // MMA per P (dims (D/4) P ..); the four s32 results join as 64 r0 + 16 r1 + 4 r2 + r3 = 64 sum c q8
     // (|.| < 2^23: exact in the float conversion), times sigma / 64 of the head. RAW (probe 6): no masking.
-    // (PAIR: tile b's words kwb onto the same fragment, B = q8b on columns 4-7.) log8: plus zq 16 sum(q8) of the
-    // token's K zero z0 (token g) / z1 (g + 8), so S is the logit over ks (|.| < 2^26: rounded once, to 2^-24)
-    auto scores = [&](auto raw, const uint32_t* kw, const uint32_t* kwb, int z0, int z1, float S[4]) {  // (pointers:
-      // cicc 13.0 crashes on array-reference parameters of a generic lambda)
+    // (PAIR: tile b's words kwb onto the same fragment, B = q8b on columns 4-7)
+    auto scores = [&](auto raw, const uint32_t* kw, const uint32_t* kwb, float S[4]) {  // (pointers: cicc 13.0
+      // crashes on array-reference parameters of a generic lambda)
       int r[4][4];
 #pragma unroll
       for (int P = 0; P < 4; P++) {
@@ -854,16 +837,16 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       }
 #pragma unroll
       for (int i = 0; i < 4; i++)
-        S[i] = __int2float_rn(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i] +
-                              (SF == 1 ? (i < 2 ? z0 : z1) * (i & 1 ? kc1 : kc0) : 0)) * (i & 1 ? sg1 : sg0);
+        S[i] = __int2float_rn(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (i & 1 ? sg1 : sg0);
     };
     // K scale / zero of tokens g, g + 8 (fp32) and V scale / zero of tokens (2t, 2t + 1), (2t + 8, 2t + 9) (fp16
     // pairs) of tile x, decoded from its stored format (log8: table lookups, V in units of 2^v_top)
     auto kscale = [&](const auto& x, float& ks0, float& ks1, float& kz0, float& kz1) {
-      if constexpr (SF == 1) {  // (the zero is in S already: kzero, scores)
-        ks0 = lds_f32(ktab + 4u * (x.ksc & 0xffu));
-        ks1 = lds_f32(ktab + 4u * (x.ksc >> 8));  // (ksc: a 16-bit load)
-        kz0 = kz1 = 0.f;
+      if constexpr (SF == 1) {  // kz = zq / 4, in units of ks: 2^23 + zb as a float, then (2^23 + zb) / 4 - 2^21 - 32
+        ks0 = sm_ks[x.ksc & 0xffu];
+        ks1 = sm_ks[(x.ksc >> 8) & 0xffu];
+        kz0 = fmaf(__uint_as_float(__byte_perm(x.kzr, 0x4B000000u, 0x7440)), 0.25f, -2097184.f);
+        kz1 = fmaf(__uint_as_float(__byte_perm(x.kzr, 0x4B000000u, 0x7441)), 0.25f, -2097184.f);
       } else {
         ks0 = h2f_lo(x.ksc), ks1 = h2f_hi(x.ksc), kz0 = h2f_lo(x.kzr), kz1 = h2f_hi(x.kzr);
       }
@@ -871,8 +854,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto vscale = [&](const auto& x, uint32_t& vs_a, uint32_t& vs_b, uint32_t& vz_a, uint32_t& vz_b) {
       if constexpr (SF == 1) {
         const uint32_t e = x.vsc.x;
-        vs_a = lds_u16(vtab + 2u * (e & 0xffu)) | (lds_u16(vtab + 2u * ((e >> 8) & 0xffu)) << 16);
-        vs_b = lds_u16(vtab + 2u * ((e >> 16) & 0xffu)) | (lds_u16(vtab + 2u * (e >> 24)) << 16);
+        vs_a = (uint32_t)sm_vs[e & 0xffu] | ((uint32_t)sm_vs[(e >> 8) & 0xffu] << 16);
+        vs_b = (uint32_t)sm_vs[(e >> 16) & 0xffu] | ((uint32_t)sm_vs[e >> 24] << 16);
         // vz = zq / 4 in units of vs: the halves 1024 + zb of the zero bytes, then zb / 4 - 32 (exact; 0.25, -288)
         const uint32_t za = __byte_perm(x.vzr.x, 0x64646464u, 0x4140), zb = __byte_perm(x.vzr.x, 0x64646464u, 0x4342);
         vz_a = hfma2_c(za, 0x34003400u, 0xDC80DC80u);
@@ -881,19 +864,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         vs_a = x.vsc.x, vs_b = x.vsc.y, vz_a = x.vzr.x, vz_b = x.vzr.y;
       }
     };
-    // logit - m of one score (ks S + kz QS - m; log8: ks S - m, S with the zero in it)
+    // logit - m of one score (ks S + kz QS - m; log8: ks (S + kz QS) - m, kz in units of ks)
     auto rel = [&](float ks, float kz, float Sv, float qs, float m) {
-      if constexpr (SF == 1) return fmaf(ks, Sv, -m);
+      if constexpr (SF == 1) return fmaf(ks, fmaf(kz, qs, Sv), -m);
       else return fmaf(ks, Sv, fmaf(kz, qs, -m));
-    };
-    // log8: zq of the K zeros of tokens g (z0) and g + 8 (z1): zb ^ 0x80 read as an int8 is zb - 128 = zq; else 0
-    // (not __byte_perm with PRMT's sign-replicate selector bit: the intrinsic reads 3 bits per selector)
-    auto kzero = [&](const auto& x, int& z0, int& z1) {
-      z0 = z1 = 0;
-      if constexpr (SF == 1) {
-        z0 = (int)(int8_t)(uint8_t)(x.kzr ^ 0x80u);
-        z1 = (int)(int8_t)(uint8_t)((x.kzr >> 8) ^ 0x80u);
-      }
     };
     // exact logits c = ks S + kz QS of tile x (tokens g, g + 8 x heads 2t, 2t + 1)
     auto logits = [&](const auto& x, const float S[4], float c[4]) {
@@ -1015,9 +989,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       } else {
         float S[4];
         constexpr std::integral_constant<bool, PROBE == 6> raw{};
-        int z0, z1;
-        kzero(x, z0, z1);
-        scores(raw, x.kw[0], x.kw[0], z0, z1, S);
+        scores(raw, x.kw[0], x.kw[0], S);
         finish(raw, k, x, S, [&](uint32_t b0, uint32_t b1) { vout(std::integral_constant<bool, PROBE == 6>{}, x.vw[0], b0, b1); });
       }
     };
@@ -1026,9 +998,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     auto body_pair = [&](int k, int blk_a, int blk_b) {  // (x.kw[NT - 1]: tile b; compiled, never run, without PAIR)
       const Tile x = fetch(k, blk_a, blk_b, std::false_type{});
       float S[4];
-      int z0, z1;
-      kzero(x, z0, z1);
-      scores(std::false_type{}, x.kw[0], x.kw[NT - 1], z0, z1, S);
+      scores(std::false_type{}, x.kw[0], x.kw[NT - 1], S);
       finish(std::false_type{}, k, x, S, [&](uint32_t b0, uint32_t b1) {
         vout(std::false_type{}, x.vw[0], b0 & keep_a, b1 & keep_a);
         vout(std::false_type{}, x.vw[NT - 1], b0 & ~keep_a, b1 & ~keep_a);
