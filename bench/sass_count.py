@@ -6,6 +6,9 @@
     git show e6ce31c:src/oscarkv/kernels/cuda/int2_paged.cu > /tmp/old.cu
     python bench/sass_count.py --src /tmp/old.cu --kernel bfloat16Li128ELi4ELi1ELi3ELi8E --mma-per-tile 16 --hist
     python bench/sass_count.py --kernel bfloat16Li128ELi4ELi4ELi4ELi0E --hist    # today's variant 0: 161 per tile
+    # one variant only (seconds): variant 7 on log8 records (template SF = 1, the last argument): 198 per tile,
+    # 163 on fp16 records (forty-ninth session)
+    python bench/sass_count.py --only 128,7 --kernel bfloat16Li128ELi8ELi2ELi8ELi0ELi0ELi1E --hist
 
 Without --cubin it compiles src/oscarkv/kernels/cuda/int2_paged.cu with cuda_ops' flags for one arch into a
 cubin (no GPU needed; cuobjdump is taken from PATH or from triton's bundled copy). For each matching
@@ -43,6 +46,27 @@ def tool(name: str) -> str:
     except ImportError:
         pass
     sys.exit(f"{name} not found")
+
+
+def only_variant(src: Path, head_dim: int, variant: int) -> Path:
+    """A copy of the source whose dispatch table instantiates one decode variant (bf16 and fp16, both scale
+    formats): ~7 s to compile instead of ~2.5 min for the whole table (the kernel itself is unchanged)."""
+    out, table = [], False
+    for line in src.read_text().split("\n"):
+        if line.startswith("#define OSCAR_TABLE("):
+            table = True
+        elif table and "variant ==" in line:
+            if f"head_dim == {head_dim} && variant == {variant})" not in line:
+                if not line.rstrip().endswith("\\"):
+                    out.append("")  # the macro's last line: end it
+                    table = False
+                continue
+        else:
+            table = False
+        out.append(line)
+    dst = Path(tempfile.mkdtemp()) / "one_variant.cu"
+    dst.write_text("\n".join(out))
+    return dst
 
 
 def compile_cubin(arch: str, extra: list[str], src: Path = SRC) -> Path:
@@ -136,9 +160,14 @@ def main():
                     "offset), 18 before (8 fp16 K), 16 before the eighth")
     ap.add_argument("--hist", action="store_true")
     ap.add_argument("--min-tiles", type=int, default=1, help="the loop must hold at least this many tiles' MMAs (unrolled loops)")
+    ap.add_argument("--only", metavar="HEAD_DIM,VARIANT", help="compile only this decode variant (e.g. 128,7: seconds, not "
+                    "minutes); the kernel names then match as usual, e.g. --kernel bfloat16Li128ELi8ELi2ELi8ELi0ELi0ELi1E")
     ap.add_argument("nvcc_extra", nargs="*")
     a = ap.parse_args()
-    cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra, Path(a.src) if a.src else SRC)
+    src = Path(a.src) if a.src else SRC
+    if a.only and not a.cubin:
+        src = only_variant(src, *(int(x) for x in a.only.split(",")))
+    cubin = Path(a.cubin) if a.cubin else compile_cubin(a.arch, a.nvcc_extra, src)
     sass = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     for name, ins in functions(sass):
         if a.kernel in name:
