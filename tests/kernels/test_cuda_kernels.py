@@ -163,7 +163,7 @@ def test_cuda_append_log8_matches_reference_bit_for_bit(d, chunks, k_clip):
         assert out[4, 4:].isnan().all() and not out[:4].isnan().any(), which
 
 
-@pytest.mark.parametrize("variant", [0, 4, 7, 8, 10, 11])
+@pytest.mark.parametrize("variant", [0, 4, 7, 8, 10, 11, 14])
 @pytest.mark.parametrize("G", [1, 4, 8])
 @pytest.mark.parametrize("d", [64, 128])
 def test_cuda_decode_log8_records(G, d, variant):
@@ -174,6 +174,8 @@ def test_cuda_decode_log8_records(G, d, variant):
         pytest.skip("paired-tile variants take group <= 4")
     if variant == 8 and cuda_ops.lib().oscar_int2_decode_max_clusters(0, d, variant, 1) <= 0:
         pytest.skip("no clusters of 16 on this GPU")
+    if not cuda_ops.variant_built(torch.bfloat16, d, variant, 1):
+        pytest.skip(f"variant {variant} is not built for head_dim {d}")
     _decode_case([1, 77, 335, 336, 1000, 4133, 9000], d, G, hkv=2, seed=700 + G + d, scale_dtype="log8",
                  config=CudaDecodeConfig(variant=variant))
     if variant == 4:
