@@ -12,7 +12,9 @@ error; the tolerance (2e-3 relative) is the fp16 rounding of p and p'. Float MMA
 (exact products, one rounding to fp32 per MMA), integer MMAs exactly; ``ACC_MODEL = "truncate"`` instead models
 the tensor core's fp32 accumulation as measured on NVIDIA parts (products exact, aligned to the largest term,
 bits below its fp32 precision dropped, round toward zero): the error that grows with the run between folds of
-the V offset, measured on the H200 (issue 8, BENCHMARKS.md seventeenth session).
+the V offset, measured on the H200 (issue 8, BENCHMARKS.md seventeenth session). ``log8=(k_top, v_top)`` replays the
+log8 records' path (template SF 1: one-byte scale / zero, their tables, the zero in units of its scale, sum p z in
+the sp MMA), single and paired tiles (forty-ninth session).
 """
 
 import math
@@ -209,17 +211,19 @@ def xor_reduce(x, op, offs):
     return x
 
 
-def ring_tile(pool, blk, kvh, D):
+def ring_tile(pool, blk, kvh, D, log8=False):
     """The kernel's cp.async of one tile into a ring slot and its shared-memory reads, on byte arrays.
-    pool: dict of the tile16 tensors (k_codes [nb, Hkv, 16, D/4] uint8, k_scale ... [nb, Hkv, 16, 1] fp16).
+    pool: dict of the tile16 tensors (k_codes [nb, Hkv, 16, D/4] uint8, k_scale ... [nb, Hkv, 16, 1] fp16; log8:
+    uint8 bytes, a 64-byte tail of 16 bytes each, read as one 16-bit K pair and one 32-bit V quad per lane).
     Returns per lane: kw, vw (lists of NW uint32), ksc, kzr (uint32), vsc, vzr ((x, y) uint32)."""
     NW = D // 32
+    SB = 1 if log8 else 2  # bytes per scale / zero
     codes = {n: pool[n].flatten() for n in ("k_codes", "v_codes")}
     meta = [pool[n].contiguous().view(torch.uint8).flatten() for n in ("k_scale", "k_zero", "v_scale", "v_zero")]
     hkv = pool["k_codes"].shape[1]
     c_sblk, c_sh = hkv * 16 * D // 4, 16 * D // 4  # bytes
     s_sblk, s_sh = hkv * 16, 16  # elements
-    smem = torch.full((8 * D + 128,), 0xAB, dtype=torch.uint8)  # garbage where nothing lands
+    smem = torch.full((8 * D + 64 * SB,), 0xAB, dtype=torch.uint8)  # garbage where nothing lands
     for lane in range(32):
         if NW == 4:
             src = blk * c_sblk + kvh * c_sh + 16 * lane
@@ -228,9 +232,9 @@ def ring_tile(pool, blk, kvh, D):
         else:
             src = blk * c_sblk + kvh * c_sh + 16 * (lane & 15)
             smem[16 * lane : 16 * lane + 16] = codes["k_codes" if lane < 16 else "v_codes"][src : src + 16]
-        if lane < 8:
-            mi = (lane >> 1) & 3
-            src = (blk * s_sblk + kvh * s_sh) * 2 + 16 * (lane & 1)
+        if lane < 4 * SB:  # the tail: k_scale | k_zero | v_scale | v_zero, 16 SB bytes each
+            mi = (lane >> 1) & 3 if SB == 2 else lane
+            src = (blk * s_sblk + kvh * s_sh) * SB + 16 * (lane & 1 if SB == 2 else 0)
             smem[8 * D + 16 * lane : 8 * D + 16 * lane + 16] = meta[mi][src : src + 16]
 
     def u32(off):
@@ -240,6 +244,13 @@ def ring_tile(pool, blk, kvh, D):
     per_lane = lambda f: torch.tensor([f(ln) for ln in range(32)])  # noqa: E731
     kw = [per_lane(lambda ln, w=w: u32(4 * NW * ln + 4 * w)) for w in range(NW)]
     vw = [per_lane(lambda ln, w=w: u32(4 * D + 4 * NW * ln + 4 * w)) for w in range(NW)]
+    if log8:  # ld.shared.u16 of tokens (g, g + 8) for K, ld.shared.u32 of tokens 2t, 2t + 1, 2t + 8, 2t + 9 for V
+        ksc = per_lane(lambda ln: u32(8 * D + 2 * (ln >> 2)) & 0xFFFF)
+        kzr = per_lane(lambda ln: u32(8 * D + 16 + 2 * (ln >> 2)) & 0xFFFF)
+        nil = torch.zeros(32, dtype=torch.int64)
+        vsc = (per_lane(lambda ln: u32(8 * D + 32 + 4 * (ln & 3))), nil)
+        vzr = (per_lane(lambda ln: u32(8 * D + 48 + 4 * (ln & 3))), nil)
+        return kw, vw, ksc, kzr, vsc, vzr
     ksc = per_lane(lambda ln: u32(8 * D + 4 * (ln >> 2)))
     kzr = per_lane(lambda ln: u32(8 * D + 32 + 4 * (ln >> 2)))
     vsc = (per_lane(lambda ln: u32(8 * D + 64 + 8 * (ln & 3))), per_lane(lambda ln: u32(8 * D + 68 + 8 * (ln & 3))))
@@ -247,7 +258,21 @@ def ring_tile(pool, blk, kvh, D):
     return kw, vw, ksc, kzr, vsc, vzr
 
 
-def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True, signed=True, pair=False):
+def log8_tables(k_top: int):
+    """The decode kernel's per-CTA log8 tables: K 2^(-e/32) (exp2f, fp32) times 2^k_top, V 2^(-e/32) in fp16; NaN at
+    255 (a non-finite row)."""
+    v = torch.exp2(-0.03125 * torch.arange(256, dtype=F32))
+    v[255] = float("nan")
+    return v * 2.0**k_top, h(v)
+
+
+def log8_decode(kb, zb, ktab):
+    """K scale (fp32, the table) and zero in units of that scale (zb / 4 - 32 = zq / 4, the float magic) of bytes."""
+    return ktab[kb], zb.to(F32) / 4 - 32
+
+
+def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=True, signed=True, pair=False,
+                 log8=None):
     """One warp over all INT2 tiles of KV head ``kvh`` of one sequence (block ids ``table``). q [G, D]
     float32 (bf16 values). Returns out [G, D] (float32). ``flush`` / ``fold_z`` / ``signed``: the fold interval,
     whether sum p z is folded with the offsets, and the even / odd offsets of unpack8 (the kernel before the
@@ -258,7 +283,12 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     accumulate into one fragment (B = q8 on columns 0-3 for tile a, on 4-7 for tile b), so the join, the
     scale / zero algebra, the softmax, the movmatrix and the l / sum p z and offset MMAs run once per pair;
     the V MMAs take P' with the other tile's columns zeroed. Columns n and n + 4 are two softmax streams of
-    head n (own running max), merged at the end."""
+    head n (own running max), merged at the end.
+
+    ``log8`` = (k_top, v_top): the records' scale / zero are log8 bytes (template SF 1): K scales from the table
+    with 2^k_top in it and the logit ks (S + (zq / 4) sum q'); V scales in units of 2^v_top from the fp16 table, the
+    zero zq / 4 in units of its scale as rows 2 (PAIR: and 3) of the sp MMA (sum p' zq / 4 = sum p z), folded from
+    sp; 2^v_top on the output."""
     G, D = q.shape
     KS, NW = D // 16, D // 32
     g, t = G_OF, T_OF
@@ -293,13 +323,16 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     lz = [torch.zeros(32) for _ in range(4)]
     m0, m1 = torch.full((32,), -1e30), torch.full((32,), -1e30)
     # lz's A rows: 0 = ones (l), 1 = v_zero of tile a (sum p z of columns 0-3), 2 = v_zero of tile b (columns 4-7)
-    z_rows = (g == 1) | (g == 2) if pair else g == 1
+    ZR = 2 if log8 else 1  # the first z row: of lz (fp16 records) or of sp (log8)
+    z_rows = (g == ZR) | (g == ZR + 1) if pair else g == ZR
     lz_keep = torch.where(z_rows, 0xFFFFFFFF, 0).to(torch.int64)
     lz_ones = torch.where(g == 0, 0x3C003C00, 0).to(torch.int64)
     zero = torch.zeros(32, dtype=torch.int64)
     k1024 = torch.full((32,), 0x64006400, dtype=torch.int64)
     keep_a = torch.where(g < 4, 0xFFFFFFFF, 0).to(torch.int64)  # B fragment lanes of tile a's columns
-    z_src = (torch.where(t >= 2, 8, 4) if pair else 4) + t  # the lane holding row 1 / 2 of this lane's columns
+    z_src = 4 * ZR + (torch.where(t >= 2, 4, 0) if pair else 0) + t  # the lane holding this lane's columns' z row
+    if log8:
+        ktab, vtab = log8_tables(log8[0])
     ntile = (length + 15) // 16
     step = 2 if pair else 1
 
@@ -307,7 +340,7 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
         return max(0, min(16, length - 16 * k))
 
     for k in range(0, ntile, step):
-        tiles = [ring_tile(pool, int(table[j]), kvh, D) for j in range(k, min(k + step, ntile))]
+        tiles = [ring_tile(pool, int(table[j]), kvh, D, bool(log8)) for j in range(k, min(k + step, ntile))]
         ta_, tb_ = tiles[0], tiles[-1]  # a missing tile b: tile a's registers, every token masked
         kw, vw, ksc, kzr, (vs_x, vs_y), (vz_x, vz_y) = ta_
         r = []
@@ -319,7 +352,7 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
                 r[P] = [r[P][i] + rb[i] for i in range(4)]
         va_n, vb_n = valid_of(k), (valid_of(k + 1) if pair else 0)
         if pair:  # per-lane sources: C layout columns 4-7 (t >= 2), B layout columns g >= 4, lz row 2 -> tile b
-            selC, selB, selZ = t >= 2, g >= 4, g == 2
+            selC, selB, selZ = t >= 2, g >= 4, g == ZR + 1
             ksc, kzr = torch.where(selC, tb_[2], ksc), torch.where(selC, tb_[3], kzr)
             vs_x, vs_y = torch.where(selB, tb_[4][0], vs_x), torch.where(selB, tb_[4][1], vs_y)
             vz_x, vz_y = torch.where(selZ, tb_[5][0], vz_x), torch.where(selZ, tb_[5][1], vz_y)
@@ -328,9 +361,20 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
             validZ = torch.where(selZ, vb_n, va_n)
         else:
             validC = validB = validZ = torch.full((32,), va_n)
-        ks0, ks1 = halves(ksc)
-        kz0, kz1 = halves(kzr)
         S = [f32(r[0][i] * 64 + r[1][i] * 16 + r[2][i] * 4 + r[3][i]) * (sg1 if i & 1 else sg0) for i in range(4)]
+        if log8:  # logit = ks (S + kz QS), kz in units of ks; V scale / zero from the bytes, as fp16 pairs
+            ks0, kz0 = log8_decode(ksc & 0xFF, kzr & 0xFF, ktab)
+            ks1, kz1 = log8_decode(ksc >> 8, kzr >> 8, ktab)
+            S = [kz0 * qs0 + S[0], kz0 * qs1 + S[1], kz1 * qs0 + S[2], kz1 * qs1 + S[3]]
+            kz0 = kz1 = torch.zeros(32)
+            vb = [(vs_x >> (8 * j)) & 0xFF for j in range(4)]
+            zb = [(vz_x >> (8 * j)) & 0xFF for j in range(4)]
+            vs_x, vs_y = pack(vtab[vb[0]], vtab[vb[1]]), pack(vtab[vb[2]], vtab[vb[3]])
+            vz_x, vz_y = (pack(zb[0].to(F32) / 4 - 32, zb[1].to(F32) / 4 - 32),
+                          pack(zb[2].to(F32) / 4 - 32, zb[3].to(F32) / 4 - 32))
+        else:
+            ks0, ks1 = halves(ksc)
+            kz0, kz1 = halves(kzr)
         e = [ks0 * S[0] + (kz0 * qs0 - m0), ks0 * S[1] + (kz0 * qs1 - m1),
              ks1 * S[2] + (kz1 * qs0 - m0), ks1 * S[3] + (kz1 * qs1 - m1)]
         short = bool((validC < 16).any())
@@ -356,22 +400,29 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
             m0, m1 = n0, n1
             e = [c[0] - n0, c[1] - n1, c[2] - n0, c[3] - n1]
             off = offsets(sp, t, signed)
+            zz0, zz1 = (shfl(sp[0], z_src), shfl(sp[1], z_src)) if log8 else (torch.zeros(32), torch.zeros(32))
             for i in range(KS):
-                o = off(i)
-                acc[i] = [(acc[i][0] - o[0]) * al0, (acc[i][1] - o[1]) * al1, (acc[i][2] - o[2]) * al0,
-                          (acc[i][3] - o[3]) * al1]
+                o, w0 = off(i), float(4 ** v_field(i))
+                acc[i] = [(zz0 * w0 + (acc[i][0] - o[0])) * al0, (zz1 * w0 + (acc[i][1] - o[1])) * al1,
+                          (zz0 * 4 * w0 + (acc[i][2] - o[2])) * al0, (zz1 * 4 * w0 + (acc[i][3] - o[3])) * al1]
             sp = [torch.zeros(32) for _ in range(4)]
             lz = [lz[0] * al0, lz[1] * al1, lz[2], lz[3]]
         pm0 = movmatrix_t(pack(torch.exp2(e[0]), torch.exp2(e[1])))
         pm1 = movmatrix_t(pack(torch.exp2(e[2]), torch.exp2(e[3])))
-        lz = mma((lop3(vz_x, lz_keep, lz_ones), zero, lop3(vz_y, lz_keep, lz_ones), zero), (pm0, pm1), lz)
+        if log8:  # l only; sum p z goes to sp's z rows below
+            lz = mma((lz_ones, zero, lz_ones, zero), (pm0, pm1), lz)
+        else:
+            lz = mma((lop3(vz_x, lz_keep, lz_ones), zero, lop3(vz_y, lz_keep, lz_ones), zero), (pm0, pm1), lz)
         pa, pb = halves(pm0), halves(pm1)
         va, vb = halves(vs_x), halves(vs_y)
         b0 = pack(h(pa[0] * va[0]), h(pa[1] * va[1]))
         b1 = pack(h(pb[0] * vb[0]), h(pb[1] * vb[1]))
         if signed:  # rows 0 / 1: sum p' of even / odd tokens (the low / high half of each register)
             ind = torch.where(g == 0, 0x00003C00, torch.where(g == 1, 0x3C000000, 0)).to(torch.int64)
-            sp = mma((ind, zero, ind, zero), (b0, b1), sp)
+            if log8:  # rows ZR, ZR + 1 += sum p' zq / 4
+                sp = mma((lop3(vz_x, lz_keep, ind), zero, lop3(vz_y, lz_keep, ind), zero), (b0, b1), sp)
+            else:
+                sp = mma((ind, zero, ind, zero), (b0, b1), sp)
         else:
             sp = mma((k1024, k1024, k1024, k1024), (b0, b1), sp)
         for j, (_, vwj, *_) in enumerate(tiles):
@@ -381,7 +432,8 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
                 acc[2 * w] = mma((a[0], a[1], a[4], a[5]), bj, acc[2 * w])
                 acc[2 * w + 1] = mma((a[2], a[3], a[6], a[7]), bj, acc[2 * w + 1])
         if (k + step) % flush == 0 or k + step >= ntile:  # the fold (kernel: flush(), every kFlushTiles tiles)
-            z0, z1 = (shfl(lz[0], z_src), shfl(lz[1], z_src)) if fold_z else (torch.zeros(32), torch.zeros(32))
+            zs = sp if log8 else lz
+            z0, z1 = (shfl(zs[0], z_src), shfl(zs[1], z_src)) if fold_z else (torch.zeros(32), torch.zeros(32))
             off = offsets(sp, t, signed)
             for i in range(KS):
                 w0 = float(4 ** v_field(i))
@@ -392,16 +444,19 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
                           f32(z0.double() * w1 + f32(acc[i][2] - o[2]).double()),
                           f32(z1.double() * w1 + f32(acc[i][3] - o[3]).double())]
             sp = [torch.zeros(32) for _ in range(4)]
-            if fold_z:
+            if fold_z and not log8:
                 lz = [torch.where(z_rows, 0.0, lz[0]), torch.where(z_rows, 0.0, lz[1]), lz[2], lz[3]]
     # ---- epilogue: per column n the numerator (acc - offset) 4^-P + sum p z, l and the running max
     l0, l1 = shfl(lz[0], t), shfl(lz[1], t)
-    z0, z1 = shfl(lz[0], z_src), shfl(lz[1], z_src)
+    zs = sp if log8 else lz
+    z0, z1 = shfl(zs[0], z_src), shfl(zs[1], z_src)
+    vt = 2.0 ** log8[1] if log8 else 1.0  # log8: V in units of 2^v_top until here
+    z0, z1 = z0 * vt, z1 * vt
     num, den, mx = torch.zeros(8, D), torch.zeros(8), torch.zeros(8)
     den[2 * t], den[2 * t + 1], mx[2 * t], mx[2 * t + 1] = l0, l1, m0, m1
     off = offsets(sp, t, signed)
     for i in range(KS):
-        u0 = 1.0 / float(4 ** v_field(i))
+        u0 = vt / float(4 ** v_field(i))
         u1 = u0 * 0.25
         o = off(i)
         num[2 * t, 16 * i + g] = (acc[i][0] - o[0]) * u0 + z0
@@ -415,22 +470,31 @@ def emulate_warp(q, pool, table, kvh, length, scale_log2, flush=K_FLUSH, fold_z=
     return (num / den[:, None])[:G]
 
 
-def _random_case(d, G, length, logit_scale, seed):
+def _random_case(d, G, length, logit_scale, seed, log8=None):
     """Random INT2 tokens (codes, fp16 scale / zero) of one sequence on KV head 1 of a tile16 pool with shuffled
     blocks, a bf16 query of G heads, and the reference: float64 attention over the dequantized tokens with the
-    kernel's int8 query. Returns q, pool, table, scale_log2, ref."""
+    kernel's int8 query. Returns q, pool, table, scale_log2, ref. ``log8`` = (k_top, v_top): scale / zero as log8
+    bytes (scale 2^(top - e / 32), zero = scale (zb - 128) / 4; quant/format.py)."""
     gen = torch.Generator().manual_seed(seed)
     nblk = (length + 15) // 16
     codes_k = torch.randint(0, 4, (nblk, 16, d), generator=gen)
     codes_v = torch.randint(0, 4, (nblk, 16, d), generator=gen)
-    ks = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
-    kz = (-1.5 * ks.float() + 0.1 * torch.randn(nblk, 16, generator=gen)).half()
-    vs = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
-    vz = (torch.randn(nblk, 16, generator=gen)).half()
+    if log8:  # stored bytes; the values they mean, in float64
+        ks, vs = (torch.randint(24, 120, (nblk, 16), generator=gen, dtype=torch.uint8) for _ in range(2))
+        kz = torch.randint(104, 128, (nblk, 16), generator=gen, dtype=torch.uint8)  # zq -24 .. -1: K ~ ks (c - 3)
+        vz = torch.randint(96, 160, (nblk, 16), generator=gen, dtype=torch.uint8)
+        sv = {n: torch.exp2(top - b.double() / 32) for n, b, top in (("k", ks, log8[0]), ("v", vs, log8[1]))}
+        K = sv["k"][..., None] * (codes_k.double() + (kz.double()[..., None] - 128) / 4)
+        V = sv["v"][..., None] * (codes_v.double() + (vz.double()[..., None] - 128) / 4)
+    else:
+        ks = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
+        kz = (-1.5 * ks.float() + 0.1 * torch.randn(nblk, 16, generator=gen)).half()
+        vs = (0.05 + torch.rand(nblk, 16, generator=gen)).half()
+        vz = (torch.randn(nblk, 16, generator=gen)).half()
+        K = ks.double()[..., None] * codes_k.double() + kz.double()[..., None]
+        V = vs.double()[..., None] * codes_v.double() + vz.double()[..., None]
     q = (torch.randn(G, d, generator=gen) * logit_scale).bfloat16().float()
     sm_scale = d**-0.5
-    K = ks.double()[..., None] * codes_k.double() + kz.double()[..., None]
-    V = vs.double()[..., None] * codes_v.double() + vz.double()[..., None]
     K, V = K.reshape(-1, d)[:length], V.reshape(-1, d)[:length]
     ref = torch.softmax(int8_query(q, sm_scale).double() @ K.t() * sm_scale, -1) @ V
     nb = nblk + 3
@@ -441,7 +505,8 @@ def _random_case(d, G, length, logit_scale, seed):
         c[table, 1] = codes
         pool[f"{which}_codes"] = codes_to_tile16(pack_codes(c.to(torch.uint8), 2), which)
         for name, x in (("scale", sc), ("zero", zr)):
-            full = torch.randn(nb, 2, 16, 1, generator=gen).half()
+            full = (torch.randint(0, 255, (nb, 2, 16, 1), generator=gen, dtype=torch.uint8) if log8
+                    else torch.randn(nb, 2, 16, 1, generator=gen).half())
             full[table, 1] = x[..., None]
             pool[f"{which}_{name}"] = scales_to_tile16(full, which)
     return q, pool, table, sm_scale * 1.4426950408889634, ref
@@ -461,6 +526,21 @@ def test_emulated_int2_tile_loop_matches_attention(d, G, length, logit_scale, se
     q, pool, table, scale_log2, ref = _random_case(d, G, length, logit_scale, d + G + length if seed is None else seed)
     for pair in (False, True) if G <= 4 else (False,):
         err = _rel_err(emulate_warp(q, pool, table, 1, length, scale_log2, pair=pair), ref)
+        assert err < 2e-3, (pair, err)
+
+
+@pytest.mark.parametrize("d,G,length,logit_scale,tops", [(128, 4, 16 * 19, 1.0, (1, 0)), (64, 8, 16 * 9 + 5, 3.0, (2, -1)),
+                                                          (128, 1, 16 * 3 + 1, 0.3, (0, 1)), (64, 2, 16 * 70 + 3, 6.0, (1, 2)),
+                                                          (128, 3, 16 * 40 + 7, 2.0, (-1, 0))])
+def test_emulated_int2_tile_loop_log8_records(d, G, length, logit_scale, tops):
+    """The same loop on log8 records (template SF 1): K scales from the fp32 table with 2^k_top, the K zero in units
+    of its scale inside the logit, V scales in units of 2^v_top as fp16, sum p z as sp rows 2 / 3 (B = p') folded from
+    sp, and 2^v_top on the output; with paired tiles where G <= 4 (the eighteenth-session path whose first log8 form
+    scaled tile b's zero by tile a's V scale, forty-eighth session). Against float64 attention over the tokens the
+    bytes mean (exact 2^(top - e / 32); the kernel's V table is fp16, within the tolerance)."""
+    q, pool, table, scale_log2, ref = _random_case(d, G, length, logit_scale, 900 + d + G + length, log8=tops)
+    for pair in (False, True) if G <= 4 else (False,):
+        err = _rel_err(emulate_warp(q, pool, table, 1, length, scale_log2, pair=pair, log8=tops), ref)
         assert err < 2e-3, (pair, err)
 
 
