@@ -45,3 +45,15 @@ def test_at_bits_spends_kivi_bits_on_the_largest_window():
         assert m.name.startswith("oscar-plus@")
     with pytest.raises(InputError, match="without any window"):
         METHODS["oscar-plus"].at_bits(2.0, 4096, 64)
+
+
+def test_log8_suffix():
+    """"+log8": the method with one-byte scale / zero (scale_dtype="log8") under its own label, so one evaluation
+    sets it beside the fp16 form; refused where scales are not per token (KIVI's keys) or there are none."""
+    m = make_method("oscar+log8", sink=4, recent=8)
+    assert (m.name, m.scale_dtype, m.sink) == ("oscar+log8", "log8", 4)
+    assert make_method("oscar-plus+log8+q8").query == "int8"
+    assert m.bits_per_element(4096, 64) < make_method("oscar").bits_per_element(4096, 64)
+    for name in ("kivi+log8", "bf16+log8"):
+        with pytest.raises(InputError, match=r"\+log8 .* applies to token-wise quantized methods"):
+            make_method(name)

@@ -383,7 +383,8 @@ TUNABLE = {
     "oscar-plus": ("clip", "center"),
 }
 _SUFFIXES = {"+center": ("center", "on"), "+nocenter": ("center", "off"),
-             "+keyscale": ("key_scale", "on"), "+nokeyscale": ("key_scale", "off"), "+q8": ("query", "int8")}
+             "+keyscale": ("key_scale", "on"), "+nokeyscale": ("key_scale", "off"), "+q8": ("query", "int8"),
+             "+log8": ("scale_dtype", "log8")}
 
 
 def make_method(
@@ -399,8 +400,9 @@ def make_method(
 ) -> KVMethod:
     """``METHODS[name]`` with shared window/group settings. ``name`` may end in "+center" / "+nocenter"
     (centering on / off), "+keyscale" / "+nokeyscale" (calibrated methods: insist on a file with /
-    without the key rescale) and "+q8" (the INT2 history scored with an int8 query, as the CUDA decode
-    kernel does; evaluation only), e.g. ``oscar+center``; the method keeps that label as its name.
+    without the key rescale), "+q8" (the INT2 history scored with an int8 query, as the CUDA decode
+    kernel does; evaluation only) and "+log8" (scale and zero stored as log8 bytes, ``scale_dtype="log8"``, beside
+    the same method on fp16 ones in one evaluation), e.g. ``oscar+center``; the method keeps that label as its name.
     ``page`` is the demotion page B of the window rule (``KVMethod.int2_len``)."""
     if clip is not None and clip not in CLIP_MODES:
         raise InputError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
@@ -430,6 +432,11 @@ def make_method(
         raise InputError(f"method {name!r} does not support centering")
     if "key_scale" in over and m.rotation != "calibrated":
         raise InputError(f"+keyscale / +nokeyscale apply to calibrated methods (oscar, oscar-plus), not {name!r}")
+    if "scale_dtype" in over:
+        if not m.quantized or m.per_channel_keys:
+            raise InputError(f"+log8 (one-byte scale / zero) applies to token-wise quantized methods "
+                             f"(naive, hadamard, int4, oscar, oscar-plus), not {name!r}")
+        scale_dtype = over["scale_dtype"]
     if "query" in over and (not m.quantized or m.per_channel_keys):
         raise InputError(f"+q8 (the CUDA kernel's int8 query) applies to token-wise quantized methods "
                          f"(naive, hadamard, int4, oscar, oscar-plus), not {name!r}")

@@ -92,6 +92,25 @@ def test_reuse_rotations_checked_against_the_model_before_loading(ckpt, tmp_path
     assert "does not match this model" in _err(capsys)
 
 
+def test_reused_files_without_log8_tops_refused_before_loading(ckpt, tmp_path, capsys, no_model_load):
+    """run --methods oscar+log8 --reuse-rotations DIR of files written before the log8 scale tops existed: refused
+    in one line before the model loads (the eval would have failed on its first log8 method)."""
+    from transformers import AutoConfig
+
+    from oscarkv.rotation import config_hash
+
+    d = tmp_path / "prev"
+    d.mkdir()
+    rs = good_rotations()
+    rs.meta["config_hash"] = config_hash(AutoConfig.from_pretrained(ckpt))
+    for name in ("rotations", "rotations-centered", "rotations-plus", "rotations-plus-alt"):
+        rs.save(d / f"{name}.safetensors")
+    argv = ["run", "--model", str(ckpt), "--methods", "oscar+log8", "--reuse-rotations", str(d), "--out-dir",
+            str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "log8 scale tops" in _err(capsys)
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda c: OscarCache(None, "naive"), "model.config"),
     (lambda c: OscarCache({"num_hidden_layers": 2}, "naive"), "model.config"),

@@ -274,7 +274,8 @@ def cmd_eval(a) -> int:
 
 
 # --------------------------------------------------------------------------- run
-RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar-plus"
+RUN_METHODS = "bf16,naive,hadamard,kivi,int4,oscar,oscar+log8,oscar-plus"
+# (oscar+log8: the paper's method with scale and zero in one byte each, the format of issue 7's 4x FP8 at 128K b32)
 # centering ablation rows (issue 10): the same quantizers without / with centering
 # (oscar+center, the paper's per-layer rotation centered = oscar-plus without its per-KV-head rotations, is
 # available as `--methods oscar+center`; not in the default rows, to keep `make run`'s time)
@@ -303,6 +304,13 @@ def _run_rotations(lm, stats, calib_data: str):
         _log(f"built the {key} rotations in {time.time() - t:.1f} s")
         out[key] = rs
     return out
+
+
+def _run_rotation_map(rots: dict, alt: str) -> dict:
+    """Which of run's files each method reads (``harness.rotations_for``: by label, then base name, then "*"):
+    oscar (and oscar+log8...) the paper's file; oscar+center the centered per-layer one; everything else
+    (oscar-plus, and the calibrated means that hadamard / int4 center with) the oscar-plus file."""
+    return {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
 
 
 def cmd_run(a) -> int:
@@ -344,18 +352,6 @@ def cmd_run(a) -> int:
                 for k, f in files.items()}
         for r in rots.values():
             r.check_model(config)
-    tok = _peek_tokenizer(model_name)  # both texts tokenized (and long enough) before the load
-    ids = token_ids(tok, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
-    windows(ids, a.context, 1)
-    ids_cal = None if reuse else token_ids(tok, builtin_text("pydoc-calib"), a.calib_tokens,
-                                           what="calibration text 'pydoc-calib'")
-    torch.manual_seed(0)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(a.out_dir) / stamp  # made at the first file written: a failed load leaves no empty folder
-    t0 = time.time()
-    lm = _load(model_name)
-
-    if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
         a.calib_tokens = int(rots["paper"].meta.get("calib_tokens", a.calib_tokens))
         from ..methods import PLUS_LEVELS, PLUS_PER_HEAD
 
@@ -369,6 +365,21 @@ def cmd_run(a) -> int:
             match = next((r for r in rots.values() if recipe(r, ks)), None)
             if match is not None:
                 rots[key] = match
+        # every method buildable with the file it will get (e.g. +log8 needs the scale tops, which files written
+        # before the forty-eighth session lack)
+        _check_methods(config, parse_methods(names), _run_rotation_map(rots, alt))
+    tok = _peek_tokenizer(model_name)  # both texts tokenized (and long enough) before the load
+    ids = token_ids(tok, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
+    windows(ids, a.context, 1)
+    ids_cal = None if reuse else token_ids(tok, builtin_text("pydoc-calib"), a.calib_tokens,
+                                           what="calibration text 'pydoc-calib'")
+    torch.manual_seed(0)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(a.out_dir) / stamp  # made at the first file written: a failed load leaves no empty folder
+    t0 = time.time()
+    lm = _load(model_name)
+
+    if reuse:  # the four rotation files of an earlier `oscar-kv run` (same model): skip calibration
         _log(f"reusing the rotation files of {reuse} ({a.calib_tokens} calibration tokens)")
     else:
         t = time.time()
@@ -386,9 +397,7 @@ def cmd_run(a) -> int:
     rots["plus"].save(out / "rotations-plus.safetensors")
     rots["plus-alt"].save(out / "rotations-plus-alt.safetensors")
     _log(f"wrote {rot_path} (+ rotations-centered, rotations-plus)")
-    # oscar: the paper's file; oscar+center: centered per-layer; everything else (oscar-plus, and the
-    # calibrated means that hadamard / int4 center with) from the oscar-plus file
-    rot = {"*": rots["plus"], "oscar": rots["paper"], "oscar+center": rots["centered"], alt: rots["plus-alt"]}
+    rot = _run_rotation_map(rots, alt)
     peers = () if a.no_peers else ("quanto", "hqq")
     # pure INT2 = no BF16 window at all: sink 0, recent 0 and demotion page 1 (a page of 16 would keep
     # the last 0-15 tokens in BF16)
