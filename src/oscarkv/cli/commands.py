@@ -339,7 +339,7 @@ def cmd_run(a) -> int:
     names = RUN_METHODS + ("" if getattr(a, "no_ablation", False) else f",{alt}," + RUN_ABLATION)
     if getattr(a, "methods", None):  # a subset (the machine is slow): bf16 is always the reference
         names = ",".join(dict.fromkeys(["bf16", *[m.strip() for m in a.methods.split(",") if m.strip()]]))
-    parse_methods(names)  # unknown names refused now, not after the calibration
+    listed = parse_methods(names)  # unknown names refused now, not after the calibration
     reuse = getattr(a, "reuse_rotations", None)
     files = {"paper": "rotations", "centered": "rotations-centered", "plus": "rotations-plus", "plus-alt": "rotations-plus-alt"}
     if reuse:  # read and checked against the model before it loads
@@ -367,7 +367,7 @@ def cmd_run(a) -> int:
                 rots[key] = match
         # every method buildable with the file it will get (e.g. +log8 needs the scale tops, which files written
         # before the forty-eighth session lack)
-        _check_methods(config, parse_methods(names), _run_rotation_map(rots, alt))
+        _check_methods(config, listed, _run_rotation_map(rots, alt))
     tok = _peek_tokenizer(model_name)  # both texts tokenized (and long enough) before the load
     ids = token_ids(tok, builtin_text("pydoc-eval"), what="evaluation text pydoc-eval")
     windows(ids, a.context, 1)
