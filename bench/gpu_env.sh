@@ -25,7 +25,14 @@ eq_memory() {
 issue7_rows() {
   timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --contexts "$1" \
     --batches "$2" ${4:-} --out "$OUT/${T}_$3.json" > "$OUT/${T}_$3.log" 2>&1
-  t "$3 rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_$3.log" | cut -c1-330
+  t "$3 rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_$3.log" | cut -c1-420  # (420: --also-log8's column too)
+}
+# the log8-record GPU tests (kernels, the CUDA-graph paged cache, the vLLM backend's log8 pages) within $1 seconds
+# (default 200), into $OUT/${T}_tests_log8.log
+log8_tests() {
+  timeout "${1:-200}" python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py \
+    tests/cache/test_gpu_paged.py tests/vllm/test_gpu_vllm_shapes.py -k log8 -rs > "$OUT/${T}_tests_log8.log" 2>&1
+  t "log8 tests rc=$?"; tail -1 "$OUT/${T}_tests_log8.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests_log8.log" | head -8
 }
 # issue 8's step_ablate of model $1 at 128K batch 1 (BF16 with cuDNN SDPA), into $OUT/${T}_ablate_$1.{json,log}, within
 # the call's budget

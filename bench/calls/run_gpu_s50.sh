@@ -11,14 +11,10 @@ T="$(date +%Y-%m-%d)_s50"
 source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_cuda_kernels.py tests/cache/test_gpu_paged.py \
-  tests/vllm/test_gpu_vllm_shapes.py -k log8 -rs > "$OUT/${T}_tests_log8.log" 2>&1
-t "log8 tests rc=$?"; tail -1 "$OUT/${T}_tests_log8.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests_log8.log" | head -8
+log8_tests 200
 for r in 1 2; do
   [ $(left) -gt 200 ] || break
   variant_sweep 131072x1,98304x1,65536x1,49152x1,32768x1,131072x2,131072x4 4,7,11,14 var_log8_$r 150 "--scale-dtype log8"
 done
-[ $(left) -gt 150 ] && { timeout 140 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append \
-  --contexts 131072,32768 --batches 32,1 --also-log8 --out "$OUT/${T}_key.json" > "$OUT/${T}_key.log" 2>&1;
-  t "key rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_key.log" | cut -c1-420; }
+[ $(left) -gt 160 ] && issue7_rows 131072,32768 32,1 key --also-log8
 t done
