@@ -388,27 +388,28 @@ class CudaDecodeConfig:
     merge_slices: int | None = None
 
 
-# DecodePlan's variant when the config names none, by the device name's model and the head_dim (a card without a row
-# for the head_dim takes VARIANT_RULES_DEFAULT): rows (min pairs, min INT2 tiles, variant), the first row whose
-# (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens) reach both minima wins. A paired variant (10,
-# 11, 14) falls back to the single one it pairs where the group is > 4 or the library lacks it (a kernel source of
-# OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming another variant the library lacks is skipped. Measured at the
-# Qwen3-8B shape (32 query heads, 8 KV heads, group 4).
+# DecodePlan's variant when the config names none, by the device name's model, the head_dim and, where a key names
+# it, the records' scale format (a card without a row for the head_dim takes VARIANT_RULES_DEFAULT): rows (min pairs,
+# min INT2 tiles, variant), the first row whose (sequence, KV head) pairs and longest sequence's INT2 tiles (16 tokens)
+# reach both minima wins. A paired variant (10, 11, 14) falls back to the single one it pairs where the group is > 4 or
+# the library lacks it (a kernel source of OSCARKV_KERNEL_SRC / bench --alt-src may); a row naming another variant the
+# library lacks is skipped. Measured at the Qwen3-8B shape (32 query heads, 8 KV heads, group 4).
 # H200 (the default; eighteenth session, head_dim 128): 4 below 64 pairs (128K b1 31.5 vs 32.3 us paired), 11 from 64
 # (128K b8 192.8 vs 202.4, b16 394.9 vs 432.8), 10 from 256 (128K b32 775.5 against 785.9 for 11, 825.1 for 0). Not
 # re-measured since the thirty-sixth session put the ring at shared-address phase 0.
 # H100 80GB HBM3, head_dim 128, thirty-seventh session, ring at phase 0, one or two rounds per point
 # (bench/results/2026-12-06_s37_variants.log, _s37b_variants.log; the Qwen3-8B shape's INT2 tiles: 16K 1004, 32K 2028,
-# 64K 4076, 96K 6124, 128K 8172): 8 pairs: 4 up to 64K (16K 11.7, 32K 14.9, 64K 21.4 us; 7 22.5) and 7 from 96K
-# (96K 26.0 vs 26.7, 128K 31.9 vs 33.3); 16 and 32 pairs: 4 (128K b2 59.3-59.6 vs 7 59.7, b4 114.7-118.5 vs 7 123.0);
-# 64 pairs: 0 at 16K (38.8 vs 41.0 for 4, 41.1 for 11), 4 from 32K (32K b8 61.5 tied with 11, 0 69.2; 64K b8 107.9 vs
+# 64K 4076, 96K 6124, 128K 8172): 8 pairs: 4 up to 64K (16K 11.7, 32K 14.9, 64K 21.4 us; 7 22.5) and 7 from 96K (96K
+# 26.0 vs 26.7, 128K 31.9 vs 33.3); 16 and 32 pairs: 4 (128K b2 59.3-59.6 vs 7 59.7, b4 114.7-118.5 vs 7 123.0); 64
+# pairs: 0 at 16K (38.8 vs 41.0 for 4, 41.1 for 11), 4 from 32K (32K b8 61.5 tied with 11, 0 69.2; 64K b8 107.9 vs
 # 117.8 for 11; 128K b8 209.6 vs 216.7); 256 pairs: 10 at 16K (125.6-125.9 vs 0 127.1, 11 130.9-131.2) and 32K (224.7,
 # 0 224.1, 11 236.7), 0 at 64K (427.3 vs 438.4-438.5 for 10 / 11), 11 at 128K (827.4 vs 835.3 for 0, 842.6 for 10);
-# 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). Not taken: 128K b4 (32 pairs)
-# prefers 10 (112.5 vs 4 114.7-118.5), left at 4 on one point. Thirty-eighth session: the deeper rings 12 / 13 and paired
-# 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log). Fortieth session, 8 pairs at 2 + 31 splits (the filled
-# slots, CudaDecodeConfig.fill_tiles), three rounds (bench/results/2026-12-06_s40c_*.log): 4 at 48K (17.2 vs 19.2-19.4)
-# and 64K (20.3-20.4 vs 21.1-21.2), 7 at 80K (23.4 vs 23.8): 7 from 4608 tiles (74K) instead of 5120.
+# 472 and 1024 pairs: 7 (32K b59 409.7 vs 412.5 for 11, 32K b128 864.5 vs 868.1). 128K b4 (32 pairs) preferred 10
+# (112.5 vs 4 114.7-118.5), left at 4 on one point (taken in the fiftieth session, below). Thirty-eighth session: the
+# deeper rings 12 / 13 and paired 7 (14) win nowhere (bench/results/2026-12-06_s38_deep_*.log). Fortieth session, 8
+# pairs at 2 + 31 splits (the filled slots, CudaDecodeConfig.fill_tiles), three rounds
+# (bench/results/2026-12-06_s40c_*.log): 4 at 48K (17.2 vs 19.2-19.4) and 64K (20.3-20.4 vs 21.1-21.2), 7 at 80K (23.4
+# vs 23.8): 7 from 4608 tiles (74K) instead of 5120.
 # H100 80GB HBM3, head_dim 64, thirty-eighth session, two rounds (bench/results/2026-12-06_s38g_d64_sweep.log,
 # _s38h_d64_sweep.log, _s38j_d64_sweep.log; us, the winner against the best other of 0 / 4 / 5 / 7 / 10 / 11): 8 pairs:
 # 11 (16K 8.3 vs 9.1, 32K 10.9 vs 11.5, 64K 15.2 vs 15.2 for 5 and 16.7 for 4, 96K 17.6 vs 17.8, 128K 21.6-21.7 vs
@@ -416,9 +417,25 @@ class CudaDecodeConfig:
 # for 11), 32K (130.9-131.2 vs 137.1-137.8 for 0, 139.1-139.3 for 11) and 64K (252.8 vs 254.5-254.9), 11 at 128K
 # (485.6-486.1 vs 500.4); the 10 / 11 boundary between 64K and 128K taken from the head_dim-128 row (96K not measured).
 # Not measured at head_dim 64: 400+ pairs.
+# Fiftieth session, H100 80GB HBM3, head_dim 128, two rounds each (bench/results/2026-12-07_s50_var_log8_*.log,
+# _s50b_var_*.log; us): fp16 records at 32 pairs from 64K: 10 (128K b4 115.5-115.9, 0 115.6, against the old rule's 4
+# 121.2-121.5; 64K b4 62.2-62.3 against 4 63.8-64.0), 32K b4 not measured (the thirty-seventh session's 4 stays there).
+# log8 records (scale format key "log8"; the rows of fp16 records were 3-9% slower on them between 40K and 128K at 8-32
+# pairs): 8 pairs: 4 to 40K (32K 15.2-15.3, 11 15.3; 40K 17.2, 11 17.1), 11 from 48K to 80K (48K 18.1-18.2 vs 4 18.6;
+# 56K 19.3 vs 20.0; 64K 20.7 vs 21.3, 7 22.8; 80K 24.2 tied with 4, 7 25.5), 14 from 96K (96K 26.4 vs 4 27.0, 7 28.0;
+# 112K 29.7-30.2 vs 4 30.2-30.3, 7 30.8; 128K 33.7-33.8 tied with 4 and 7, s49f 32.9 vs 7 34.3); 16 pairs: 11 at 32K
+# (20.3 vs 4 21.2-21.9, 14 21.3-21.4), 14 from 64K (64K b2 33.8-33.9 vs 4 / 7 34.3-34.4; 128K b2 61.2-61.5 vs 4 61.9);
+# 32 pairs: 11 (32K b4 35.8-35.9 vs 14 36.0-36.5, 0 38.1; 64K 62.8-62.9 vs 14 65.7-65.8, 0 67.1; 128K 119.3-119.5 vs 4
+# 123.2-126.9, 14 125.7); 64 pairs: 11 at 32K / 64K (62.0 vs 4 63.1-63.4; 111.3-111.4 vs 4 112.4-112.8), 4 at 128K
+# (214.5-214.7, 14 214.2-214.6, 11 215.8-217.9), 16K not measured (0 as for fp16); 256 pairs: the fp16 rows hold (16K 10
+# 127.1-127.7 vs 0 128.2-128.5; 32K 10 / 0 231.1-231.4; 64K 0 435.0-435.5 vs 10 440.9-441.1; 128K 11 834.4-834.6 vs 0
+# 848.8-849.2); 400+ pairs not measured (7 as for fp16).
 VARIANT_RULES = {
     ("H100 80GB HBM3", 128): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
-                              (16, 0, 4), (0, 4608, 7), (0, 0, 4)),
+                              (32, 4096, 10), (16, 0, 4), (0, 4608, 7), (0, 0, 4)),
+    ("H100 80GB HBM3", 128, "log8"): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 6144, 4),
+                                      (64, 1536, 11), (64, 0, 0), (32, 0, 11), (16, 3072, 14), (16, 0, 11),
+                                      (0, 5632, 14), (0, 2560, 11), (0, 0, 4)),
     ("H100 80GB HBM3", 64): ((256, 6144, 11), (256, 0, 10), (0, 0, 11)),
 }
 VARIANT_RULES_DEFAULT = ((256, 0, 10), (64, 0, 11), (0, 0, 4))
@@ -431,17 +448,20 @@ def variant_built(dtype: torch.dtype, head_dim: int, variant: int, sf: int = 0) 
     return lib().oscar_int2_decode_warps(_DT[dtype], head_dim, variant, sf) > 0
 
 
-def _per_card(table: dict, device_name: str, head_dim: int, default):
-    """The entry of a per-card table keyed by (device name's model, head_dim) (VARIANT_RULES, FILL_TILES) for this
-    device and head_dim; ``default`` where it has none."""
-    return next((v for (card, d), v in table.items() if card in device_name and d == head_dim), default)
+def _per_card(table: dict, device_name: str, head_dim: int, default, scale_dtype: str = "float16"):
+    """The entry of a per-card table keyed by (device name's model, head_dim) or (model, head_dim, scale format)
+    (VARIANT_RULES, FILL_TILES) for this device, head_dim and records' scale format: a key naming the format wins
+    over one that names none; ``default`` where neither is there."""
+    hits = {k[2] if len(k) > 2 else None: v for k, v in table.items() if k[0] in device_name and k[1] == head_dim}
+    return hits.get(scale_dtype, hits.get(None, default))
 
 
 def _default_variant(pairs: int, group: int, device_name: str, has_variant, i2_tiles: int = 0,
-                     head_dim: int = 128) -> int:
-    """DecodePlan's variant when the config names none: the first row of the (card, head_dim)'s VARIANT_RULES that
-    ``pairs`` and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment says."""
-    rules = _per_card(VARIANT_RULES, device_name, head_dim, VARIANT_RULES_DEFAULT)
+                     head_dim: int = 128, scale_dtype: str = "float16") -> int:
+    """DecodePlan's variant when the config names none: the first row of the (card, head_dim[, scale format])'s
+    VARIANT_RULES that ``pairs`` and ``i2_tiles`` (the longest sequence's INT2 tiles) reach, as that table's comment
+    says."""
+    rules = _per_card(VARIANT_RULES, device_name, head_dim, VARIANT_RULES_DEFAULT, scale_dtype)
     for min_pairs, min_tiles, v in rules:
         if pairs < min_pairs or i2_tiles < min_tiles:
             continue
@@ -643,14 +663,14 @@ class DecodePlan:
         dev = torch.device(device)
         props = torch.cuda.get_device_properties(dev)
         if self.config.fill_tiles is None:
-            self.config = replace(self.config, fill_tiles=_per_card(FILL_TILES, props.name, head_dim, 0))
+            self.config = replace(self.config, fill_tiles=_per_card(FILL_TILES, props.name, head_dim, 0, scale_dtype))
         bh = batch * num_kv_heads  # (sequence, KV head) pairs
         max_hp = meta.max_hp_len if meta.max_hp_len is not None else int(meta.hp_lens.max())
         max_i2 = meta.max_int2_len if meta.max_int2_len is not None else int(meta.int2_lens.max())
         hp_tiles, i2_tiles = -(-max_hp // 16), -(-max_i2 // 16)
         if v is None:
             v = _default_variant(bh, self.group, props.name,
-                                 lambda pv: variant_built(dtype, head_dim, pv, sf), i2_tiles, head_dim)
+                                 lambda pv: variant_built(dtype, head_dim, pv, sf), i2_tiles, head_dim, scale_dtype)
         self.variant = v
         per_sm = L.oscar_int2_decode_occupancy(_DT[dtype], head_dim, v, sf)
         warps = L.oscar_int2_decode_warps(_DT[dtype], head_dim, v, sf)
