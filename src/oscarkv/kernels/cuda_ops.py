@@ -420,7 +420,7 @@ class CudaDecodeConfig:
 # Fiftieth session, H100 80GB HBM3, head_dim 128, two rounds each (bench/results/2026-12-07_s50_var_log8_*.log,
 # _s50b_var_*.log; us): fp16 records at 32 pairs from 64K: 10 (128K b4 115.5-115.9, 0 115.6, against the old rule's 4
 # 121.2-121.5; 64K b4 62.2-62.3 against 4 63.8-64.0), 32K b4 not measured (the thirty-seventh session's 4 stays there).
-# log8 records (scale format key "log8"; the rows of fp16 records were 3-9% slower on them between 40K and 128K at 8-32
+# log8 records (scale format key "log8"; the rows of fp16 records were 2-8% slower on them between 48K and 112K at 8-32
 # pairs): 8 pairs: 4 to 40K (32K 15.2-15.3, 11 15.3; 40K 17.2, 11 17.1), 11 from 48K to 80K (48K 18.1-18.2 vs 4 18.6;
 # 56K 19.3 vs 20.0; 64K 20.7 vs 21.3, 7 22.8; 80K 24.2 tied with 4, 7 25.5), 14 from 96K (96K 26.4 vs 4 27.0, 7 28.0;
 # 112K 29.7-30.2 vs 4 30.2-30.3, 7 30.8; 128K 33.7-33.8 tied with 4 and 7, s49f 32.9 vs 7 34.3); 16 pairs: 11 at 32K
