@@ -8,7 +8,8 @@ Run on the GPU machine from the repo root (random bf16 weights: speed does not d
 Per model config (bench/configs/qwen3-8b.json, qwen3-4b.json):
 
 * batch 1, ms per generated token at 8K / 32K / 64K / 128K context, for
-    - "oscar": OscarCache(method oscar, random orthogonal rotations, sink 64, recent 256, group 128),
+    - "oscar": OscarCache(method oscar, or oscar+log8 with ``--scale-dtype log8``, random orthogonal rotations, sink
+      64, recent 256, group 128),
       paged backend, R_V folded into o_proj, decode step captured in a CUDA graph by
       ``oscarkv.cache.graph.GraphDecoder``; the host-side block planning of each step is included in
       "step_ms" (a python loop of steps, synchronised), "replay_ms" is the graph alone;
@@ -63,6 +64,7 @@ from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.rotation import RotationSet, config_hash  # noqa: E402
 
 SINK, RECENT, GROUP = 64, 256, 128
+OSCAR = "oscar"  # the measured method: "oscar+log8" with --scale-dtype log8 (records of 8 d + 64 bytes, not 8 d + 128)
 if SMOKE:
     SINK, RECENT = 16, 16
 
@@ -121,8 +123,9 @@ def random_rotations(cfg, head_dim):
     g = torch.Generator().manual_seed(0)
     n = cfg.num_hidden_layers
     orth = lambda: torch.linalg.qr(torch.randn(n, 1, head_dim, head_dim, generator=g))[0]  # noqa: E731
+    top = lambda: torch.full((n,), 2.0)  # noqa: E731 (log8's scale_top, as bench_decode's pools: 2^(2 - e/32))
     return RotationSet(k_rotation=orth(), v_rotation=orth(), k_clip=torch.full((n,), 0.96), v_clip=torch.full((n,), 0.92),
-                       meta={"model_id": "random", "config_hash": config_hash(cfg)})
+                       k_scale_top=top(), v_scale_top=top(), meta={"model_id": "random", "config_hash": config_hash(cfg)})
 
 
 def sync(device):
@@ -233,7 +236,7 @@ def replay_ms(graph, n, device, before=None):
 def oscar_session(model, cfg, rot, context, batch, steps, device, compile=False):
     """A filled paged cache and its ``GraphDecoder`` (warmed up: compiled / captured), as a dict."""
     dtype = next(model.parameters()).dtype
-    cache = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
+    cache = OscarCache(cfg, OSCAR, rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
                        max_tokens=context + steps + 64, backend="paged")
     enable_oscar_attention(model, cache, absorb_v_into_o_proj=True)
     try:
@@ -268,7 +271,7 @@ def oscar_row_bytes(cfg, rot, context):
     """Allocated pool bytes per row at ``context`` (difference of a 2-row and a 1-row allocation)."""
     out = []
     for b in (1, 2):
-        c = OscarCache(cfg, "oscar", rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
+        c = OscarCache(cfg, OSCAR, rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP,
                        max_tokens=context + 64, backend="paged")
         c.paged.allocate(b, torch.device("meta"), torch.bfloat16, context)
         out.append(c.paged.nbytes())
@@ -694,7 +697,7 @@ def gen_long(model, cfg, rot, ctx, device, out, args, new_tokens=16):
             extra = dict(max_tokens=ctx + new_tokens + 16) if run.startswith("paged") else dict(backend="reference")
             if run in ("paged_triton", "paged_torch"):  # the paged cache on another kernel backend (exact query)
                 extra["kernel_backend"] = run.split("_")[1]
-            name = "oscar+q8" if run.endswith("_q8") else "oscar"
+            name = OSCAR + "+q8" if run.endswith("_q8") else OSCAR
             cache = OscarCache(cfg, name, rotations=rot, sink=SINK, recent=RECENT, group_size=GROUP, **extra)
             if run.startswith("paged") and device == "cpu":
                 cache.use_paged()
@@ -798,9 +801,13 @@ def main():
     ap.add_argument("--decode-int2-split-scale", type=float, default=None,
                     help="an experiment: every CUDA DecodePlan of this run uses its planned INT2 split count times "
                          "this (rounded; force_decode_plan)")
+    ap.add_argument("--scale-dtype", default="float16", choices=["float16", "log8"],
+                    help="OSCAR's records: fp16 scale and zero, or log8 (one byte each: method oscar+log8)")
     ap.add_argument("--out", default="bench_model.json")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
+    global OSCAR
+    OSCAR = "oscar+log8" if args.scale_dtype == "log8" else "oscar"
     if args.decode_variant is not None or args.decode_int2_split_scale is not None:
         if args.decode_int2_split_scale is not None and not args.decode_int2_split_scale > 0:
             ap.error(f"--decode-int2-split-scale must be > 0, got {args.decode_int2_split_scale}")
@@ -827,7 +834,7 @@ def main():
     args.compiled_bf16_backends = [x for x in args.compiled_bf16_backends.split(",") if x]
     device = "cpu" if args.smoke else "cuda"
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv, "models": [],
-           "torch": torch.__version__}
+           "torch": torch.__version__, "oscar_method": OSCAR}
     try:
         import transformers
 

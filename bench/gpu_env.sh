@@ -12,11 +12,12 @@ T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 # seconds left of this call (BUDGET: what the call may take, default 585 of the 600-second limit)
 left() { echo $(( ${BUDGET:-585} - $(date +%s) + T0 )); }
 # issue 8's throughput at equal KV memory (40 GiB at 32K; OSCAR at the largest batch its pools fit against BF16 with
-# cuDNN SDPA) for model $1 ($2: a file tag, default $1), into $OUT/${T}_eq_<tag>.{json,log}, within the call's budget
+# cuDNN SDPA) for model $1 ($2: a file tag, default $1; $3: more bench_model arguments, e.g. "--scale-dtype log8"),
+# into $OUT/${T}_eq_<tag>.{json,log}, within the call's budget
 eq_memory() {
   local tag=${2:-$1}
   timeout $(( $(left) - 5 )) python3 bench/bench_model.py --models "$1" --contexts "" --modes compiled \
-    --tput-context 32768 --fuse-projections --steps 32 --compiled-bf16-backends CUDNN_ATTENTION \
+    --tput-context 32768 --fuse-projections --steps 32 --compiled-bf16-backends CUDNN_ATTENTION ${3:-} \
     --out "$OUT/${T}_eq_$tag.json" > "$OUT/${T}_eq_$tag.log" 2>&1
   t "equal memory $tag rc=$?"; grep -E "equal|Error|error" "$OUT/${T}_eq_$tag.log" | cut -c1-240
 }

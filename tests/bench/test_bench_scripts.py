@@ -127,6 +127,21 @@ def test_bench_model_runs_batch1_and_equal_memory(tmp_path):
     assert eq["oscar"]["batch"] > eq["bf16"]["batch"] >= 1 and eq["oscar"]["tokens_per_s"] > 0
 
 
+def test_bench_model_log8_rows_save_64_bytes_per_int2_tile(bm, monkeypatch):
+    """``--scale-dtype log8`` (method oscar+log8, the random rotations carry scale tops): every allocated INT2 tile of
+    16 tokens per layer and KV head is 64 bytes smaller (scale and zero in one byte each), nothing else changes."""
+    cfg = bm.tiny_config()
+    layers, hkv, d = bm.dims(cfg)
+    rot = bm.random_rotations(cfg, d)
+    for ctx in (2048, 4096):
+        fp16_row, _ = bm.oscar_row_bytes(cfg, rot, ctx)
+        monkeypatch.setattr(bm, "OSCAR", "oscar+log8")
+        log8_row, _ = bm.oscar_row_bytes(cfg, rot, ctx)
+        monkeypatch.setattr(bm, "OSCAR", "oscar")
+        tiles, rest = divmod(fp16_row - log8_row, 64 * layers * hkv)
+        assert rest == 0 and abs(tiles - (ctx + 64 - bm.SINK - bm.RECENT) / 16) <= 1, (ctx, fp16_row, log8_row)
+
+
 def test_speedup_of_ideal_is_the_replay_ratio_over_the_ideal_ratio(bm):
     """Issue 8's batch-1 share (forty-first session's 8B 128K row): replay-time speedup / ideal-from-bytes speedup;
     None on CPU (no ideal) or with a side missing or failed."""
