@@ -127,6 +127,20 @@ def test_bench_model_runs_batch1_and_equal_memory(tmp_path):
     assert eq["oscar"]["batch"] > eq["bf16"]["batch"] >= 1 and eq["oscar"]["tokens_per_s"] > 0
 
 
+def test_bench_model_runs_on_log8_records(tmp_path):
+    """``--scale-dtype log8``: the batch-1 and equal-memory rows run on method oscar+log8 (named in the JSON), and
+    its rows fit more sequences into the same KV budget than fp16 records would (fewer bytes per row)."""
+    out = run_script("bench_model", tmp_path, "--contexts", "64", "--tput-context", "2048", "--kv-budget-gib", "0.004",
+                     "--steps", "2", "--scale-dtype", "log8")
+    assert out["oscar_method"] == "oscar+log8"
+    (m,) = out["models"]
+    assert "step_ms" in m["batch1"][0]["oscar"] and m["equal_memory"]["oscar"]["tokens_per_s"] > 0
+    fp16 = run_script("bench_model", tmp_path, "--contexts", "", "--tput-context", "2048", "--kv-budget-gib", "0.004",
+                      "--steps", "2", "--tput-methods", "bf16")
+    assert fp16["oscar_method"] == "oscar"
+    assert m["equal_memory"]["oscar_bytes_per_row"] < fp16["models"][0]["equal_memory"]["oscar_bytes_per_row"]
+
+
 def test_bench_model_log8_rows_save_64_bytes_per_int2_tile(bm, monkeypatch):
     """``--scale-dtype log8`` (method oscar+log8, the random rotations carry scale tops): every allocated INT2 tile of
     16 tokens per layer and KV head is 64 bytes smaller (scale and zero in one byte each), nothing else changes."""
