@@ -11,6 +11,35 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 PYTHONP
 T0=$(date +%s); t() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
 # seconds left of this call (BUDGET: what the call may take, default 585 of the 600-second limit)
 left() { echo $(( ${BUDGET:-585} - $(date +%s) + T0 )); }
+# a call's first lines: the card, then the kernel library (loaded from the carried .kcache, or built here)
+start_call() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+  python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
+}
+# Nsight Compute on one decode call, bench/ncu_one.py's arguments $1 (e.g. "131072 1 14 log8"): launch, occupancy,
+# warp-state, instruction, scheduler and memory sections into $OUT/${T}_ncu_<tag>.txt, its key lines printed
+ncu_point() {
+  local tag=$(echo $1 | tr ' ' '_')
+  timeout 120 ncu --clock-control none -k regex:int2_decode --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    python3 bench/ncu_one.py $1 > "$OUT/${T}_ncu_${tag}.txt" 2>&1
+  t "ncu $tag rc=$?"
+  grep -E "^ +(Duration|Issue Slots Busy|DRAM Throughput|No Eligible|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction|Executed Instructions|Registers Per Thread|Achieved Occupancy) " \
+    "$OUT/${T}_ncu_${tag}.txt" | sed 's/  */ /g' | head -12
+}
+# the decode loop's stalls per SASS instruction of one call ($1 as ncu_point's): $OUT/${T}_stalls_<tag>.txt
+# (bench/ncu_stalls.py) and the source-page CSV it reads, gzipped
+ncu_source() {
+  local tag=$(echo $1 | tr ' ' '_')
+  timeout 150 ncu --clock-control none -k regex:int2_decode --launch-skip 2 --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+    python3 bench/ncu_one.py $1 > "$OUT/${T}_ncu_source_${tag}.csv" 2>&1
+  t "ncu source $tag rc=$?"
+  python3 bench/ncu_stalls.py "$OUT/${T}_ncu_source_${tag}.csv" --top 30 > "$OUT/${T}_stalls_${tag}.txt" 2>&1
+  head -16 "$OUT/${T}_stalls_${tag}.txt" | cut -c1-300
+  gzip -f "$OUT/${T}_ncu_source_${tag}.csv"
+}
 # issue 8's throughput at equal KV memory (40 GiB at 32K; OSCAR at the largest batch its pools fit against BF16 with
 # cuDNN SDPA) for model $1 ($2: a file tag, default $1; $3: more bench_model arguments, e.g. "--scale-dtype log8"),
 # into $OUT/${T}_eq_<tag>.{json,log}, within the call's budget

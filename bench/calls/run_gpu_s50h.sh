@@ -12,8 +12,7 @@
 set -u
 T="$(date +%Y-%m-%d)_s50h"
 source bench/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
+start_call
 log8_tests 150
 issue7_rows 131072,32768 32,1 key "--also-log8 --alt-splits 32768x1=2+31"
 [ $(left) -gt 200 ] && variant_sweep 131072x1,98304x1,65536x1,32768x1 4,7,11,14 var_b1_fp16 150

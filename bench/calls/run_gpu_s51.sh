@@ -14,8 +14,7 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then exec b
 set -u
 T="$(date +%Y-%m-%d)_s51"
 source bench/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
+start_call
 log8_tests 100
 timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --no-flashinfer \
   --contexts 131072,98304,65536,49152 --batches 1,4 --also-log8 --out "$OUT/${T}_plan.json" > "$OUT/${T}_plan.log" 2>&1

@@ -7,8 +7,7 @@
 set -u
 T="$(date +%Y-%m-%d)_s51b"
 source bench/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
+start_call
 eq_memory qwen3-8b 8b_log8 "--scale-dtype log8"
 [ $(left) -gt 250 ] && eq_memory qwen3-4b 4b_log8 "--scale-dtype log8"
 t done

@@ -8,26 +8,9 @@
 set -u
 T="$(date +%Y-%m-%d)_s51c"
 source bench/gpu_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
+start_call
 for pt in "131072 1 14 log8" "131072 1 7 log8" "131072 1 7 float16"; do
-  [ $(left) -gt 60 ] || break
-  tag=$(echo $pt | tr ' ' '_')
-  timeout 120 ncu --clock-control none -k regex:int2_decode --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section InstructionStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-    python3 bench/ncu_one.py $pt > "$OUT/${T}_ncu_${tag}.txt" 2>&1
-  t "ncu $tag rc=$?"
-  grep -E "^ +(Duration|Issue Slots Busy|DRAM Throughput|No Eligible|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction|Executed Instructions|Registers Per Thread|Achieved Occupancy) " \
-    "$OUT/${T}_ncu_${tag}.txt" | sed 's/  */ /g' | head -12
+  [ $(left) -gt 60 ] && ncu_point "$pt"
 done
-if [ $(left) -gt 60 ]; then
-  timeout 150 ncu --clock-control none -k regex:int2_decode --launch-skip 2 --launch-count 1 \
-    --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
-    python3 bench/ncu_one.py 131072 1 14 log8 > "$OUT/${T}_ncu_source_v14_log8.csv" 2>&1
-  t "ncu source v14 log8 rc=$?"
-  python3 bench/ncu_stalls.py "$OUT/${T}_ncu_source_v14_log8.csv" --top 30 > "$OUT/${T}_stalls_v14_log8.txt" 2>&1
-  head -16 "$OUT/${T}_stalls_v14_log8.txt" | cut -c1-300
-  gzip -f "$OUT/${T}_ncu_source_v14_log8.csv"
-fi
+[ $(left) -gt 60 ] && ncu_source "131072 1 14 log8"
 t done
