@@ -16,9 +16,7 @@ T="$(date +%Y-%m-%d)_s51"
 source bench/gpu_env.sh
 start_call
 log8_tests 100
-timeout 150 python3 bench/bench_decode.py --pdl 1 --early-reads 1 --no-triton --no-append --no-flashinfer \
-  --contexts 131072,98304,65536,49152 --batches 1,4 --also-log8 --out "$OUT/${T}_plan.json" > "$OUT/${T}_plan.log" 2>&1
-t "plan rows rc=$?"; grep -E "^L=|rror" "$OUT/${T}_plan.log" | sed -E 's/\| alt .*\| x/| x/' | cut -c1-260
+issue7_rows 131072,98304,65536,49152 1,4 plan "--no-flashinfer --also-log8"
 for r in 1 2; do
   [ $(left) -gt 200 ] || break
   variant_sweep 32768x4,16384x4 0,4,7,10,11,14 var_fp16_b4_$r 150
