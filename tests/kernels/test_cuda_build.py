@@ -75,14 +75,14 @@ def test_default_variant_rule_per_card():
         assert [rule(p, 4, card, have_none) for p in (64, 256)] == [4, 0]
         assert rule(8, 4, card, have_all, 10 ** 6) == 4
     # H100, by (sequence, KV head) pairs and INT2 tiles: below 16 pairs 4, 7 from 4608 tiles; 16-31 pairs 4; 32-63
-    # pairs 14, 7 from 1536 tiles, 10 from 3072; from 64 pairs 0, 4 from 1536 tiles; from 256 pairs 10, 0 from 3072
+    # pairs 14, 7 from 1536 tiles, 10 from 2304; from 64 pairs 0, 4 from 1536 tiles; from 256 pairs 10, 0 from 3072
     # tiles, 11 from 6144; from 400 pairs 7
     def h100_rule(p, t, group=4, have=have_all, head_dim=128, scale_dtype="float16"):
         return rule(p, group, h100, have, t, head_dim, scale_dtype)
 
     assert [h100_rule(8, t) for t in (0, 4607, 4608)] == [4, 4, 7]
     assert [h100_rule(p, 10 ** 5) for p in (15, 16, 31)] == [7, 4, 4]
-    assert [h100_rule(p, t) for p in (32, 63) for t in (1004, 1535, 1536, 2028, 3071, 3072, 4076)] == [14, 14, 7, 7, 7,
+    assert [h100_rule(p, t) for p in (32, 63) for t in (1004, 1535, 1536, 2028, 2303, 2304, 4076)] == [14, 14, 7, 7, 7,
                                                                                                     10, 10] * 2
     assert [h100_rule(32, t, group=8) for t in (1004, 2028, 4076)] == [7, 7, 0]
     assert [h100_rule(64, t) for t in (0, 1535, 1536, 10 ** 5)] == [0, 0, 4, 4]
@@ -99,18 +99,19 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(p, t, group=8, head_dim=64) for p, t in ((8, 8192), (256, 0), (256, 8192))] == [4, 0, 4]
     assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
     # H100, log8 records (their own rows): 8 pairs 4, 11 from 2560 tiles, 14 from 5632; 16-31 pairs 4, 11 from 1536,
-    # 14 from 3072; 32-63 pairs 4, 11 from 1536; 64 pairs 10, 11 from 1536, 4 from 6144; from 256 pairs as for fp16;
+    # 14 from 3072; 32-63 pairs 10, 11 from 1536, 10 from 5120; 64 pairs 10, 11 from 1536, 4 from 6144; from 256 pairs as for fp16;
     # from 400 pairs 11; head_dim 64 keeps the fp16 rows
     def log8(p, t, **kw):
         return h100_rule(p, t, scale_dtype="log8", **kw)
 
     assert [log8(8, t) for t in (2028, 2560, 4076, 5631, 5632, 8172)] == [4, 11, 11, 11, 14, 14]
     assert [log8(16, t) for t in (1535, 1536, 2028, 3072, 8172)] == [4, 11, 11, 14, 14]
-    assert [log8(p, t) for p in (32, 63) for t in (1535, 1536, 8172)] == [4, 11, 11] * 2
+    assert [log8(p, t) for p in (32, 63) for t in (1004, 1535, 1536, 4076, 5119, 5120, 8172)] == [10, 10, 11, 11, 11, 10,
+                                                                                              10] * 2
     assert [log8(64, t) for t in (0, 1004, 1536, 6143, 6144)] == [10, 10, 11, 11, 4]
     assert [log8(256, t) for t in (0, 3072, 6144)] == [10, 0, 11]
     assert [log8(p, t) for p in (400, 1024) for t in (0, 2028)] == [11] * 4 and log8(472, 2028, group=8) == 4
-    assert [log8(p, 8172, group=8) for p in (8, 16, 32, 64)] == [7, 7, 4, 4]  # paired rows: their single form
+    assert [log8(p, 8172, group=8) for p in (8, 16, 32, 64)] == [7, 7, 0, 4]  # paired rows: their single form
     assert log8(64, 1004, group=8) == 0
     assert [log8(8, 8172, head_dim=64), log8(256, 0, head_dim=64)] == [11, 10]
     assert [rule(8, 4, "NVIDIA H200", have_all, 8172, 128, "log8"), rule(256, 4, "NVIDIA H200", have_all, 0, 128,
