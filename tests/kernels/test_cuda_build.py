@@ -99,15 +99,15 @@ def test_default_variant_rule_per_card():
     assert [h100_rule(p, t, group=8, head_dim=64) for p, t in ((8, 8192), (256, 0), (256, 8192))] == [4, 0, 4]
     assert [h100_rule(p, 8192, head_dim=256) for p in (8, 64, 256)] == [4, 11, 10]
     # H100, log8 records (their own rows): 8 pairs 4, 11 from 2560 tiles, 14 from 5632; 16-31 pairs 4, 11 from 1536,
-    # 14 from 3072; 32-63 pairs 10, 11 from 1536, 10 from 5120; 64 pairs 10, 11 from 1536, 4 from 6144; from 256 pairs as for fp16;
-    # from 400 pairs 11; head_dim 64 keeps the fp16 rows
+    # 14 from 3072; 32-63 pairs 10, 11 from 1536, 10 from 5120; 64 pairs 10, 11 from 1536, 4 from 6144; from 256
+    # pairs as for fp16; from 400 pairs 11; head_dim 64 keeps the fp16 rows
     def log8(p, t, **kw):
         return h100_rule(p, t, scale_dtype="log8", **kw)
 
     assert [log8(8, t) for t in (2028, 2560, 4076, 5631, 5632, 8172)] == [4, 11, 11, 11, 14, 14]
     assert [log8(16, t) for t in (1535, 1536, 2028, 3072, 8172)] == [4, 11, 11, 14, 14]
-    assert [log8(p, t) for p in (32, 63) for t in (1004, 1535, 1536, 4076, 5119, 5120, 8172)] == [10, 10, 11, 11, 11, 10,
-                                                                                              10] * 2
+    tiles = (1004, 1535, 1536, 4076, 5119, 5120, 8172)
+    assert [log8(p, t) for p in (32, 63) for t in tiles] == [10, 10, 11, 11, 11, 10, 10] * 2
     assert [log8(64, t) for t in (0, 1004, 1536, 6143, 6144)] == [10, 10, 11, 11, 4]
     assert [log8(256, t) for t in (0, 3072, 6144)] == [10, 0, 11]
     assert [log8(p, t) for p in (400, 1024) for t in (0, 2028)] == [11] * 4 and log8(472, 2028, group=8) == 4

@@ -433,8 +433,8 @@ class CudaDecodeConfig:
 # tiles (24K) not measured (4 as for fp16).
 # Fifty-first session, H100 80GB HBM3, two rounds each (bench/results/2026-12-07_s51_var_*.log; us): fp16 records at
 # 32 pairs: the fiftieth session's row for 10 began at 4096 tiles, above 64K's 4076, so 64K b4 still ran 4 (s51_plan:
-# 61.0 us); it begins at 3072 now; 7 at 32K b4 (34.5-34.8 vs 4 35.3-35.4, 11 35.1, 14 35.2-35.5, 10 36.1-36.3) and 14
-# at 16K b4 (22.0-22.2 vs 7 22.6-22.9, 0 22.7, 11 22.7-22.8, 4 22.8-23.0). log8 records: 400+ pairs 11 (32K b59
+# 61.0 us); it begins lower now (2304, below); 7 at 32K b4 (34.5-34.8 vs 4 35.3-35.4, 11 35.1, 14 35.2-35.5, 10
+# 36.1-36.3) and 14 at 16K b4 (22.0-22.2 vs 7 22.6-22.9, 0 22.7, 11 22.7-22.8, 4 22.8-23.0). log8 records: 400+ pairs 11 (32K b59
 # 417.8-418.5 vs 10 422.1-422.4, 0 424.7-424.9, 7 427.7-429.0; 32K b128 882.8-883.0 vs 10 884.0-884.2, 0 885.5-887.1,
 # 7 915.6-917.1); 64 pairs below 1536 tiles 10 (16K b8 39.4-39.5 vs 0 39.9-40.1, 11 41.7-42.0, 4 43.4-43.8). log8 at
 # head_dim 64 (32K / 128K x b1 / b8 / b32) agrees with the format-free rows below: 11 (32K b1 11.1-11.2 vs 10 11.9;
