@@ -431,21 +431,21 @@ class CudaDecodeConfig:
 # the fp16 rows hold (16K 10 127.1-127.7 vs 0 128.2-128.5; 32K 10 / 0 231.1-231.4; 64K 0 435.0-435.5 vs 10
 # 440.9-441.1; 128K 11 834.4-834.6 vs 0 848.8-849.2); 400+ pairs not measured (7 as for fp16); 16-63 pairs below 1536
 # tiles (24K) not measured (4 as for fp16).
-# Fifty-first session, H100 80GB HBM3, two rounds each (bench/results/2026-12-07_s51_var_*.log; us): fp16 records at
-# 32 pairs: the fiftieth session's row for 10 began at 4096 tiles, above 64K's 4076, so 64K b4 still ran 4 (s51_plan:
-# 61.0 us); it begins lower now (2304, below); 7 at 32K b4 (34.5-34.8 vs 4 35.3-35.4, 11 35.1, 14 35.2-35.5, 10
-# 36.1-36.3) and 14 at 16K b4 (22.0-22.2 vs 7 22.6-22.9, 0 22.7, 11 22.7-22.8, 4 22.8-23.0). log8 records: 400+ pairs 11 (32K b59
-# 417.8-418.5 vs 10 422.1-422.4, 0 424.7-424.9, 7 427.7-429.0; 32K b128 882.8-883.0 vs 10 884.0-884.2, 0 885.5-887.1,
-# 7 915.6-917.1); 64 pairs below 1536 tiles 10 (16K b8 39.4-39.5 vs 0 39.9-40.1, 11 41.7-42.0, 4 43.4-43.8). log8 at
-# head_dim 64 (32K / 128K x b1 / b8 / b32) agrees with the format-free rows below: 11 (32K b1 11.1-11.2 vs 10 11.9;
-# 128K b1 20.9 vs 10 23.2; 32K b8 37.4-37.5 vs 10 41.3-41.4; 128K b8 121.9 vs 10 122.4-123.7), at 256 pairs 10 at 32K
-# (122.9-123.0 vs 11 137.2-137.7), 11 at 128K (466.4-469.1 vs 10 469.3-469.8). Then through the plan and two more
-# sweep rounds (_s51d_*, _s51e_*; another H100 host): fp16 at 32 pairs 10 from 2304 tiles (36K), not 3072 (48K b4 10
-# 48.0-48.5 vs 4 48.9-49.3, 7 49.8-50.7; 40K b4 10 41.5 vs 11 42.0-42.2, 4 42.1-42.3, 7 42.7; 64K b4 10 61.8-62.0 vs 4
-# 63.7-64.1); fp16 at 400+ pairs keeps 7 (32K b59 423.9-424.1 vs 11 425.1-426.1; b128 897.8-898.1 vs 11 901.4-901.8).
-# log8 at 32 pairs: 10 at 16K (23.8-24.1 vs 11 24.3-24.6, 14 24.5-25.4, 4 26.4-26.8), 11 from 1536 (40K b4 43.9-44.6,
-# tied with 10 / 14; 64K b4 62.9 vs 10 64.0-64.1), 10 from 5120 (96K b4 89.2-89.6 vs 11 90.1-90.2; 128K b4 117.3-117.4
-# vs 11 119.0-119.1, 14 125.3-125.4).
+# Fifty-first session, H100 80GB HBM3, two rounds each (bench/results/2026-12-07_s51_var_*.log; us): fp16 records at 32
+# pairs: the fiftieth session's row for 10 began at 4096 tiles, above 64K's 4076, so 64K b4 still ran 4 (s51_plan: 61.0
+# us); it begins lower now (2304, below); 7 at 32K b4 (34.5-34.8 vs 4 35.3-35.4, 11 35.1, 14 35.2-35.5, 10 36.1-36.3)
+# and 14 at 16K b4 (22.0-22.2 vs 7 22.6-22.9, 0 22.7, 11 22.7-22.8, 4 22.8-23.0). log8 records: 400+ pairs 11 (32K b59
+# 417.8-418.5 vs 10 422.1-422.4, 0 424.7-424.9, 7 427.7-429.0; 32K b128 882.8-883.0 vs 10 884.0-884.2, 0 885.5-887.1, 7
+# 915.6-917.1); 64 pairs below 1536 tiles 10 (16K b8 39.4-39.5 vs 0 39.9-40.1, 11 41.7-42.0, 4 43.4-43.8). log8 at
+# head_dim 64 (32K / 128K x b1 / b8 / b32) agrees with the format-free rows below: 11 (32K b1 11.1-11.2 vs 10 11.9; 128K
+# b1 20.9 vs 10 23.2; 32K b8 37.4-37.5 vs 10 41.3-41.4; 128K b8 121.9 vs 10 122.4-123.7), at 256 pairs 10 at 32K
+# (122.9-123.0 vs 11 137.2-137.7), 11 at 128K (466.4-469.1 vs 10 469.3-469.8). Then through the plan and two more sweep
+# rounds (_s51d_*, _s51e_*; another H100 host): fp16 at 32 pairs 10 from 2304 tiles (36K), not 3072 (48K b4 10 48.0-48.5
+# vs 4 48.9-49.3, 7 49.8-50.7; 40K b4 10 41.5 vs 11 42.0-42.2, 4 42.1-42.3, 7 42.7; 64K b4 10 61.8-62.0 vs 4 63.7-64.1);
+# fp16 at 400+ pairs keeps 7 (32K b59 423.9-424.1 vs 11 425.1-426.1; b128 897.8-898.1 vs 11 901.4-901.8). log8 at 32
+# pairs: 10 at 16K (23.8-24.1 vs 11 24.3-24.6, 14 24.5-25.4, 4 26.4-26.8), 11 from 1536 (40K b4 43.9-44.6, tied with 10
+# / 14; 64K b4 62.9 vs 10 64.0-64.1), 10 from 5120 (96K b4 89.2-89.6 vs 11 90.1-90.2; 128K b4 117.3-117.4 vs 11
+# 119.0-119.1, 14 125.3-125.4).
 VARIANT_RULES = {
     ("H100 80GB HBM3", 128): ((400, 0, 7), (256, 6144, 11), (256, 3072, 0), (256, 0, 10), (64, 1536, 4), (64, 0, 0),
                               (32, 2304, 10), (32, 1536, 7), (32, 0, 14), (16, 0, 4), (0, 4608, 7), (0, 0, 4)),
