@@ -16,6 +16,10 @@ start_call() {
   nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
   python3 -c "from oscarkv.kernels import cuda_ops; print(cuda_ops.build())"; t "library"
 }
+# the call's files as one tarball $OUT/${T}_all.tar.gz (the device returns at most 8 files), listed at the end
+pack_out() {
+  (cd "$OUT" && tar czf "${T}_all.tar.gz" --remove-files ${T}_*.log ${T}_*.json ${T}_*.txt 2>/dev/null); ls "$OUT"
+}
 # Nsight Compute on one decode call, bench/ncu_one.py's arguments $1 (e.g. "131072 1 14 log8"): launch, occupancy,
 # warp-state, instruction, scheduler and memory sections into $OUT/${T}_ncu_<tag>.txt, its key lines printed
 ncu_point() {

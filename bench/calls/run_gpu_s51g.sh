@@ -17,4 +17,4 @@ for r in 1 2; do
   done
 done
 t done
-(cd "$OUT" && tar czf "${T}_all.tar.gz" --remove-files ${T}_*.log 2>/dev/null); ls "$OUT"
+pack_out

@@ -12,4 +12,4 @@ issue7_rows 131072,32768 32,1 key "--also-log8"
 [ $(left) -gt 60 ] && variant_sweep 131072x1,32768x1 4,7,11,14 var_b1_fp16 40
 [ $(left) -gt 45 ] && log8_tests 40
 t done
-(cd "$OUT" && tar czf "${T}_all.tar.gz" --remove-files ${T}_*.log ${T}_*.json 2>/dev/null); ls "$OUT"
+pack_out
