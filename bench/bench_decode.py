@@ -49,7 +49,7 @@ from oscarkv.kernels import (  # noqa: E402
 )
 from oscarkv.fileio import source_commit  # noqa: E402
 from oscarkv.kernels.cuda_ops import check_merge_slices  # noqa: E402
-from oscarkv.quant import QuantConfig  # noqa: E402
+from oscarkv.quant import QuantConfig, int2_len  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 SINK, RECENT, BS = 64, 256, 16
@@ -252,7 +252,7 @@ def copies_for(nbytes):
 # --------------------------------------------------------------------------------------------- caches
 def lens_for(L):
     """(hp_len, int2_len) of a sequence of L tokens under the page rule (B = block_size)."""
-    n = BS * (max(0, L - SINK - RECENT) // BS)
+    n = int2_len(L, SINK, RECENT, BS)
     return L - n, n
 
 

@@ -7,6 +7,7 @@ import ctypes
 import pytest
 
 from oscarkv.kernels import cuda_ops
+from oscarkv.quant import int2_len
 
 
 @pytest.mark.skipif(cuda_ops.nvcc_path() is None, reason="needs nvcc")
@@ -121,7 +122,7 @@ def test_default_variant_rule_per_card():
 # The H100's measured winners at the Qwen3-8B shape (8 KV heads, group 4, head_dim 128): (context in K tokens, batch,
 # the variants within the rounds' spread of the fastest), from the sweeps of the fiftieth and fifty-first sessions
 # (bench/results/2026-12-07_s50*_var_*.log, _s51*_var_*.log; the thirty-seventh session's for fp16 at batch 1, 8, 59,
-# 128). INT2 tiles as bench_decode counts them: whole blocks of 16 past the sink (64) and the recent window (256).
+# 128). INT2 tiles as bench_decode counts them: the window rule with its sink (64), recent window (256) and pages of 16.
 _H100_WINNERS = {
     "float16": ((16, 4, {14}), (32, 4, {7}), (40, 4, {10}), (48, 4, {10}), (64, 4, {10}), (128, 4, {0, 10}),
                 (96, 1, {7}), (128, 1, {7}), (16, 8, {0}), (32, 59, {7}), (32, 128, {7})),
@@ -138,7 +139,7 @@ def test_h100_rules_pick_the_measured_winners(scale_dtype):
     """Every measured point's winner is what the H100's VARIANT_RULES pick there, with the tile count computed as the
     benchmark's (a row's boundary typed by hand once missed 64K's 4076 tiles: fiftieth session, 4096)."""
     for ctx, batch, winners in _H100_WINNERS[scale_dtype]:
-        tiles = (ctx * 1024 - 64 - 256) // 16
+        tiles = int2_len(ctx * 1024, 64, 256, 16) // 16
         got = cuda_ops._default_variant(8 * batch, 4, "NVIDIA H100 80GB HBM3", lambda v: True, tiles, 128, scale_dtype)
         assert got in winners, (scale_dtype, f"{ctx}K b{batch}", tiles, got, winners)
 
