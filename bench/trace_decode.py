@@ -13,7 +13,8 @@ warp the end of its tile loop; the events are listed in the .cu), replays decode
 * start: CTA entry times (the grid's dispatch spread) and the PDL wait's return;
 * stream end: the warps' loop ends (first, median, last), each CTA's slowest warp;
 * end, in the last CTA of each (sequence, KV head): all warps' partials in shared memory (2), the CTA's partial
-  written (3), the arrival atomic returned (4), the LSEs in shared memory (5), weights (6), output stored (7), as
+  written (3), the arrival atomic returned (4), its partial-output loads issued (5; up to the fifty-second session's
+  kernel: the LSEs in shared memory), weights in shared memory (6), output stored (7), as
   cycles of its SM (clock64, exact within a CTA) and ns, and the last event after the last warp's loop end.
   With ``--poll-merge`` the merging CTA is slot 0's: 4 is its flag's store, 5 its last fold done (it waits for the
   others' flags in between), 6 and 7 its output stored.

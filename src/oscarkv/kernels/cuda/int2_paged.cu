@@ -210,6 +210,11 @@ __device__ __forceinline__ float ex2(float x) {  // MUFU.EX2 alone (no denormal 
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
   return r;
 }
+// floor(a / b) for 0 <= a < 2^20, 1 <= b < 2^12, without the ~20-instruction integer division: the quotient of
+// a + 1/2 is at least 1/(2b) above floor(a / b) and below it + 1 - 1/(2b), far more than __fdividef's error
+__device__ __forceinline__ int small_div(int a, int b) {
+  return __float2int_rz(__fdividef((float)a + 0.5f, (float)b));
+}
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -348,7 +353,8 @@ __device__ __forceinline__ void pdl_wait() {
 // Per CTA (linear index in the grid, the first kTraceCtas): the SM, and at events 0..7 thread 0's %globaltimer (ns,
 // one clock for all SMs) and clock64 (the SM's cycles: exact within a CTA); per warp, lane 0's loop end.
 // Events: 0 entry, 1 after the PDL wait, 2 all warps' partials in shared memory, 3 the CTA's partial written,
-// 4 the arrival atomic returned, 5 (last CTA) LSEs in shared memory, 6 weights computed, 7 output stored.
+// 4 the arrival atomic returned, 5 (merging CTA) its partial-output loads issued (poll merge: LSEs in shared
+// memory), 6 weights in shared memory, 7 output stored.
 #ifdef OSCARKV_TRACE
 constexpr int kTraceCtas = 4096;
 __device__ unsigned long long g_trace[kTraceCtas][2][8];
@@ -1184,39 +1190,40 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // The CTA's partial result (its warps combined): into shared memory for the cluster merge (each CTA keeps
   // its own, read by the others through distributed shared memory), else into the global partial buffers
   // that the last CTA merges.
-  __shared__ float sm_po[CX > 0 ? 8 * D : 1], sm_pl[CX > 0 ? 8 : 1];
+  __shared__ __align__(16) float sm_po[CX > 0 ? 8 * D : 4];
+  __shared__ float sm_pl[CX > 0 ? 8 : 1];
   const int slot = sm_slot;
   float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + slot) * G * D;
   float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + slot) * G;
-  // the warps' weights per head, once: c[w][h] = 2^(m_w - max) / L, 0 for an empty split (G threads; thirty-ninth
-  // session, 0.1-0.3 us faster at batch 1: each output element used to recompute its head's max and sum)
-  __shared__ float sm_c[NWARP][8];
-  if (threadIdx.x < G) {
-    const int h = threadIdx.x;
+  // One pass, no barrier inside (fifty-third session): the thread of float4 item i4 (head h, dims d .. d + 3) takes
+  // its head's max over the warps, the warps' weights c_w = 2^(m_w - max), L = sum c_w l_w and sum c_w o_w, and
+  // writes that sum / L; the thread of d = 0 also the head's LSE. Rolled loops: this code runs once per CTA, so its
+  // instructions come from L2 (bench/icache_probe.py: 2.4-4.9 cycles per instruction of code not yet in the SM's
+  // instruction cache, 1.0 once there), and its length, more than its arithmetic, sets its time. (Before: G threads
+  // computed the per-head weights, a barrier, then every element's sum: 0.62-0.79 us from the warps' partials in
+  // shared memory to the CTA's partial written, trace event 2 -> 3, on the H100.)
+  for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
+    const int h = (i4 * 4) / D, d = (i4 * 4) % D;
     float mm = -1e30f;
-#pragma unroll
+#pragma unroll 1
     for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
     float L = 0.f;
-#pragma unroll
+    float4 O = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 2
     for (int w = 0; w < NWARP; w++) {
-      const float e = exp2f(sm_m[w][h] - mm);
-      sm_c[w][h] = e;
-      L += e * sm_l[w][h];
+      const float c = ex2(sm_m[w][h] - mm);  // an empty warp (m = -1e30, l = 0): 0, or 1 times l = 0 if all are
+      const float4 v = *reinterpret_cast<const float4*>(&sm_o[w][h][d]);
+      L += c * sm_l[w][h];
+      O.x += c * v.x;
+      O.y += c * v.y;
+      O.z += c * v.z;
+      O.w += c * v.w;
     }
-    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an
-    // empty split, so test for zero instead and let NaN reach the output (1 / NaN weights every dim NaN).
+    // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an empty
+    // split, so test for zero instead and let NaN reach the output (1 / NaN weights every dim NaN).
     const float inv = L != 0.f ? 1.f / L : 0.f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) sm_c[w][h] *= inv;
-    lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < G * D; idx += NWARP * 32) {
-    const int h = idx / D, d = idx % D;
-    float O = 0.f;
-#pragma unroll
-    for (int w = 0; w < NWARP; w++) O += sm_c[w][h] * sm_o[w][h][d];
-    opart[idx] = O;
+    *reinterpret_cast<float4*>(opart + i4 * 4) = make_float4(O.x * inv, O.y * inv, O.z * inv, O.w * inv);
+    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
   }
   // probe 3 (no merge): every CTA returns here, so no CTA waits at a barrier or for an arrival
   if (p.probe == 3) return;
@@ -1283,8 +1290,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const float* obase = p.o_part + (int64_t)bh * NS * G * D;
   const float* lbase = p.lse_part + (int64_t)bh * NS * G;
   const int nitem = G * D / 4;
-  auto opart_at = [&](int s, int i4) {
-    return __ldcg(reinterpret_cast<const float4*>(obase + ((int64_t)s * G + (i4 * 4) / D) * D + (i4 * 4) % D));
+  auto opart_at = [&](int s, int i4) {  // slot s's float4 output i4
+    return __ldcg(reinterpret_cast<const float4*>(obase + (int64_t)s * G * D + i4 * 4));
   };
   auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
     acc.x += wt * v.x;
@@ -1424,42 +1431,65 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   if (slice < 0) return;
   // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
   // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
-  // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits) together with the
-  // LSE loads, so both come back in one L2 round trip; the weights w[s][h] = 2^(lse - max) / sum are then
-  // computed in shared memory (sm_o's first NS * G floats; the plan keeps NS * G <= NWARP * (8 D - 128)).
+  // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits); then warp w loads the LSEs
+  // of heads h = w, w + NWARP, ... itself (lanes over splits, both loads in the same L2 round trip) and writes
+  // their weights w[s][h] = 2^(lse - max) / sum into shared memory (sm_o's first NS * G floats; the plan keeps
+  // NS * G <= NWARP * (8 D - 128)): one barrier between the arrival and the sums. Fifty-third session: the LSEs used
+  // to be staged in shared memory behind a barrier of their own, and the step was 2-3x longer code (exp2f, IEEE
+  // division, loops the compiler unrolled), which runs once per merge and so is fetched from L2
+  // (bench/icache_probe.py).
   constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
-  const int i_lo = slice * nitem / NSL, nit = (slice + 1) * nitem / NSL - i_lo;  // this merger's float4 outputs
-  const int ngrp = nit >= NT ? 1 : min(NT / nit, NSb);
-  const int per = NT / ngrp;  // threads per group (>= nit when ngrp > 1)
-  const int grp = threadIdx.x / per;
-  const int item0 = threadIdx.x % per;
+  // (small_div, shifts: no integer division, ~20 instructions each, on this path)
+  const int i_lo = small_div(slice * nitem, NSL), nit = small_div((slice + 1) * nitem, NSL) - i_lo;  // its outputs
+  // groups: the largest power of two <= min(NT / nit, NSb), so that per >= nit when ngrp > 1
+  const int ngrp = nit >= NT ? 1 : 1 << (31 - __clz(min(small_div(NT, nit), NSb)));
+  const int gsh = __ffs(ngrp) - 1;
+  const int per = NT >> gsh;  // threads per group
+  const int grp = threadIdx.x >> (31 - __clz(per));
+  const int item0 = threadIdx.x & (per - 1);
   const bool active = grp < ngrp && item0 < nit;
   float4 o[KF];
   if (active) {
+    // slot grp + j ngrp's item: one base, 32-bit steps (NS G D floats per (sequence, KV head) stay below 2^31)
+    const float4* src = reinterpret_cast<const float4*>(obase + (int64_t)grp * G * D) + i_lo + item0;
+    const int step = ngrp * G * D / 4;
 #pragma unroll
     for (int j = 0; j < KF; j++)
-      if (grp + j * ngrp < NSb) o[j] = opart_at(grp + j * ngrp, i_lo + item0);
+      if (grp + j * ngrp < NSb) o[j] = __ldcg(src + j * step);
   }
-  for (int i = threadIdx.x; i < NSb * G; i += NT) w[i] = __ldcg(lbase + i);
-  __syncthreads();
   TRACE(5);
+#pragma unroll 1
   for (int h = warp; h < G; h += NWARP) {
-    float mx = -INFINITY;
-    bool nan = false;  // fmaxf drops NaN: a split whose lse is NaN must make the whole head NaN (issue 11)
-    for (int s = lane; s < NSb; s += 32) { mx = fmaxf(mx, w[s * G + h]); nan |= isnan(w[s * G + h]); }
+    // splits lane and lane + 32 in registers; beyond 64 splits (not planned at batch 1) a loop through w
+    const float v0 = lane < NSb ? __ldcg(lbase + lane * G + h) : -INFINITY;
+    const float v1 = lane + 32 < NSb ? __ldcg(lbase + (lane + 32) * G + h) : -INFINITY;
+    float mx = fmaxf(v0, v1);
+    bool nan = isnan(v0) || isnan(v1);  // fmaxf drops NaN: a NaN lse must make the whole head NaN (issue 11)
+#pragma unroll 1
+    for (int s = lane + 64; s < NSb; s += 32) {
+      const float v = __ldcg(lbase + s * G + h);
+      w[s * G + h] = v;
+      mx = fmaxf(mx, v);
+      nan |= isnan(v);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     nan = __any_sync(0xffffffffu, nan);
-    float den = 0.f;
-    if (mx != -INFINITY)
-      for (int s = lane; s < NSb; s += 32) den += exp2f(w[s * G + h] - mx);
+    const bool none = mx == -INFINITY;  // every split empty: weights 0
+    const float e0 = none ? 0.f : ex2(v0 - mx), e1 = none ? 0.f : ex2(v1 - mx);
+    float den = e0 + e1;
+#pragma unroll 1
+    for (int s = lane + 64; s < NSb; s += 32) den += none ? 0.f : ex2(w[s * G + h] - mx);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-    __syncwarp();
-    for (int s = lane; s < NSb; s += 32)
-      w[s * G + h] = nan ? __int_as_float(0x7fc00000) : den > 0.f ? exp2f(w[s * G + h] - mx) / den : 0.f;
+    // den >= 1 unless none (the max split contributes 1)
+    const float inv = nan ? __int_as_float(0x7fc00000) : den > 0.f ? __fdividef(1.f, den) : 0.f;
+    if (lane < NSb) w[lane * G + h] = e0 * inv;
+    if (lane + 32 < NSb) w[(lane + 32) * G + h] = e1 * inv;
+#pragma unroll 1
+    for (int s = lane + 64; s < NSb; s += 32) w[s * G + h] = (none ? 0.f : ex2(w[s * G + h] - mx)) * inv;
   }
   __syncthreads();
   TRACE(6);
@@ -1492,6 +1522,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     __syncthreads();
     if (threadIdx.x < nit) {
       float4 acc = red[threadIdx.x];
+#pragma unroll 1
       for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nit + threadIdx.x]);
       store(i_lo + threadIdx.x, acc);
     }
