@@ -1170,7 +1170,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   constexpr int DP = D + 4;
   static_assert(STAGES * TB >= 8 * DP * 4, "the padded sm_o fits in the ring's shared memory");
   float (*sm_o)[8][DP] = reinterpret_cast<float (*)[8][DP]>(smem);
-  __shared__ float sm_m[NWARP][8], sm_l[NWARP][8];
+  // per head, the warps' running max and sum (head-major: a thread reads its head's NWARP values as float4s)
+  __shared__ __align__(16) float sm_m[8][NWARP], sm_l[8][NWARP];
   __shared__ int sm_slice;
 #pragma unroll
   for (int mt = 0; mt < KS; mt++) {
@@ -1180,10 +1181,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     sm_o[warp][2 * t + 1][16 * mt + g + 8] = fin[mt][3];
   }
   if (g == 0) {
-    sm_m[warp][2 * t] = fm[0];
-    sm_m[warp][2 * t + 1] = fm[1];
-    sm_l[warp][2 * t] = fl[0];
-    sm_l[warp][2 * t + 1] = fl[1];
+    sm_m[2 * t][warp] = fm[0];
+    sm_m[2 * t + 1][warp] = fm[1];
+    sm_l[2 * t][warp] = fl[0];
+    sm_l[2 * t + 1][warp] = fl[1];
   }
   __syncthreads();
   TRACE(2);
@@ -1195,25 +1196,29 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int slot = sm_slot;
   float* opart = CX > 0 ? sm_po : p.o_part + ((int64_t)bh * NS + slot) * G * D;
   float* lpart = CX > 0 ? sm_pl : p.lse_part + ((int64_t)bh * NS + slot) * G;
-  // One pass, no barrier inside (fifty-third session): the thread of float4 item i4 (head h, dims d .. d + 3) takes
-  // its head's max over the warps, the warps' weights c_w = 2^(m_w - max), L = sum c_w l_w and sum c_w o_w, and
-  // writes that sum / L; the thread of d = 0 also the head's LSE. Rolled loops: this code runs once per CTA, so its
-  // instructions come from L2 (bench/icache_probe.py: 2.4-4.9 cycles per instruction of code not yet in the SM's
-  // instruction cache, 1.0 once there), and its length, more than its arithmetic, sets its time. (Before: G threads
-  // computed the per-head weights, a barrier, then every element's sum: 0.62-0.79 us from the warps' partials in
-  // shared memory to the CTA's partial written, trace event 2 -> 3, on the H100.)
+  // One pass, no barrier inside (fifty-third session): the thread of float4 item i4 (head h, dims d .. d + 3) reads
+  // its head's NWARP maxima and sums as float4s, takes the max, the warps' weights c_w = 2^(m_w - max),
+  // L = sum c_w l_w and sum c_w o_w, and writes that sum / L; the thread of d = 0 also the head's LSE. The end of
+  // the call runs once per CTA, so its code comes from L2 (bench/icache_probe.py: 2.4-4.9 cycles per instruction
+  // not yet in the SM's ~32 KB instruction cache, 1.0 once there): short code and short dependent chains. H100, trace
+  // event 2 -> 3 (partials in shared memory -> the CTA's partial written): 0.63 us before (G threads computed the
+  // per-head weights, a barrier, then each element's sum), 0.73 with this pass in rolled loops, 0.33 unrolled.
+  static_assert(NWARP % 4 == 0, "the warps' max and sum are read as float4s");
   for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
+    float m[NWARP];
+#pragma unroll
+    for (int w = 0; w < NWARP; w += 4) *reinterpret_cast<float4*>(&m[w]) = *reinterpret_cast<const float4*>(&sm_m[h][w]);
     float mm = -1e30f;
-#pragma unroll 1
-    for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, sm_m[w][h]);
+#pragma unroll
+    for (int w = 0; w < NWARP; w++) mm = fmaxf(mm, m[w]);
     float L = 0.f;
     float4 O = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 2
+#pragma unroll
     for (int w = 0; w < NWARP; w++) {
-      const float c = ex2(sm_m[w][h] - mm);  // an empty warp (m = -1e30, l = 0): 0, or 1 times l = 0 if all are
+      const float c = ex2(m[w] - mm);  // an empty warp (m = -1e30, l = 0): 0, or 1 times l = 0 if all are
       const float4 v = *reinterpret_cast<const float4*>(&sm_o[w][h][d]);
-      L += c * sm_l[w][h];
+      L += c * sm_l[h][w];
       O.x += c * v.x;
       O.y += c * v.y;
       O.z += c * v.z;
@@ -1221,9 +1226,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     }
     // Issue 11: a NaN score (NaN scale of a non-finite row) makes L NaN; "L > 0" would turn it into an empty
     // split, so test for zero instead and let NaN reach the output (1 / NaN weights every dim NaN).
-    const float inv = L != 0.f ? 1.f / L : 0.f;
+    // (L >= 1 when not 0: the max warp contributes its l >= 1, so the MUFU reciprocal and log are exact enough)
+    const float inv = L != 0.f ? __fdividef(1.f, L) : 0.f;
     *reinterpret_cast<float4*>(opart + i4 * 4) = make_float4(O.x * inv, O.y * inv, O.z * inv, O.w * inv);
-    if (d == 0) lpart[h] = L != 0.f ? mm + log2f(L) : -INFINITY;
+    if (d == 0) lpart[h] = L != 0.f ? mm + __log2f(L) : -INFINITY;
   }
   // probe 3 (no merge): every CTA returns here, so no CTA waits at a barrier or for an arrival
   if (p.probe == 3) return;
@@ -1431,8 +1437,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   if (slice < 0) return;
   // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
   // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
-  // sm_o). Each thread first issues the loads of its partial outputs (up to KF splits); then warp w loads the LSEs
-  // of heads h = w, w + NWARP, ... itself (lanes over splits, both loads in the same L2 round trip) and writes
+  // sm_o). Warp w first issues the loads of head w's LSEs (lanes over splits), each thread those of its partial
+  // outputs (up to KF splits), all in the same L2 round trip; then warp w, for heads h = w, w + NWARP, ..., writes
   // their weights w[s][h] = 2^(lse - max) / sum into shared memory (sm_o's first NS * G floats; the plan keeps
   // NS * G <= NWARP * (8 D - 128)): one barrier between the arrival and the sums. Fifty-third session: the LSEs used
   // to be staged in shared memory behind a barrier of their own, and the step was 2-3x longer code (exp2f, IEEE
@@ -1450,6 +1456,14 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const int grp = threadIdx.x >> (31 - __clz(per));
   const int item0 = threadIdx.x & (per - 1);
   const bool active = grp < ngrp && item0 < nit;
+  // the LSEs of this warp's first head (h = warp; splits lane and lane + 32), issued before the partial outputs:
+  // the weights below wait for them, the sums only later for the outputs
+  const auto lse_at = [&](int s, int h) { return s < NSb ? __ldcg(lbase + s * G + h) : -INFINITY; };
+  float v0 = -INFINITY, v1 = -INFINITY;
+  if (warp < G) {
+    v0 = lse_at(lane, warp);
+    v1 = lse_at(lane + 32, warp);
+  }
   float4 o[KF];
   if (active) {
     // slot grp + j ngrp's item: one base, 32-bit steps (NS G D floats per (sequence, KV head) stay below 2^31)
@@ -1463,8 +1477,10 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
 #pragma unroll 1
   for (int h = warp; h < G; h += NWARP) {
     // splits lane and lane + 32 in registers; beyond 64 splits (not planned at batch 1) a loop through w
-    const float v0 = lane < NSb ? __ldcg(lbase + lane * G + h) : -INFINITY;
-    const float v1 = lane + 32 < NSb ? __ldcg(lbase + (lane + 32) * G + h) : -INFINITY;
+    if (h != warp) {  // a further head of this warp (G > NWARP)
+      v0 = lse_at(lane, h);
+      v1 = lse_at(lane + 32, h);
+    }
     float mx = fmaxf(v0, v1);
     bool nan = isnan(v0) || isnan(v1);  // fmaxf drops NaN: a NaN lse must make the whole head NaN (issue 11)
 #pragma unroll 1
@@ -1499,9 +1515,11 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       int s0 = grp;
       if (i4 == i_lo + item0) {  // the loads issued before the weights
+        const float* wg = w + grp * G + h;  // split grp + j ngrp's weight: wg[j * wstep]
+        const int wstep = ngrp * G;
 #pragma unroll
         for (int j = 0; j < KF; j++)
-          if (grp + j * ngrp < NSb) addw(acc, w[(grp + j * ngrp) * G + h], o[j]);
+          if (grp + j * ngrp < NSb) addw(acc, wg[j * wstep], o[j]);
         s0 = grp + KF * ngrp;
       }
       // further splits (or further items when G * D / 4 > NT), up to 8 loads in flight
