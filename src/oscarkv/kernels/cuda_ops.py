@@ -647,7 +647,8 @@ def _merge_slices(n: int | None, ctas: int, slots: int, cluster: bool, poll: boo
         return 1
     if n is None:
         items = max(1, outputs // 4)  # float4 outputs
-        groups = 1 if items >= threads else min(threads // items, ns)
+        # the kernel's thread groups: the largest power of two <= min(threads // items, ns) (int2_paged.cu, ngrp)
+        groups = 1 if items >= threads else 1 << (min(threads // items, ns).bit_length() - 1)
         loads = -(-ns // groups) * -(-items // (threads // groups))
         n = 8 if loads > _MERGE_KF else 1
     return n
