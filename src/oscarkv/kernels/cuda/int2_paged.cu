@@ -353,8 +353,8 @@ __device__ __forceinline__ void pdl_wait() {
 // Per CTA (linear index in the grid, the first kTraceCtas): the SM, and at events 0..7 thread 0's %globaltimer (ns,
 // one clock for all SMs) and clock64 (the SM's cycles: exact within a CTA); per warp, lane 0's loop end.
 // Events: 0 entry, 1 after the PDL wait, 2 all warps' partials in shared memory, 3 the CTA's partial written,
-// 4 the arrival atomic returned, 5 (merging CTA) its partial-output loads issued (poll merge: LSEs in shared
-// memory), 6 weights in shared memory, 7 output stored.
+// 4 the arrival atomic returned, 5 (merging CTA) its partial-output loads issued, 6 weights in shared memory,
+// 7 output stored (the poll merge's events: bench/trace_decode.py).
 #ifdef OSCARKV_TRACE
 constexpr int kTraceCtas = 4096;
 __device__ unsigned long long g_trace[kTraceCtas][2][8];
