@@ -4,9 +4,9 @@
 #   BUDGET=<s> OSCARKV_COMMIT=<HEAD> bash bench/calls/run_gpu_s54a.sh
 # The fifty-third session's lean end of the decode call ran the GPU kernel tests (243 passed) but not the other GPU
 # suites: the paged cache (CUDA graphs, generate), the vLLM-shaped backend and the log8 tests first; then issue 7's
-# rows with every peer (fp16 and log8 records) and the bare read, then issue 8's batch-1 table for the 8B model (the
-# model step with the new end), then the opt-in poll merge (no arrival atomic; the merger's code runs every round, so
-# it stays in its SM's instruction cache) against the default last-CTA merge, alternating. One tarball comes back.
+# rows with every peer (fp16 and log8 records) and the bare read, the opt-in poll merge (no arrival atomic; the
+# merger's code runs every round, so it stays in its SM's instruction cache) against the default last-CTA merge,
+# alternating, then issue 8's batch-1 table for the 8B model (the model step with the new end). One tarball comes back.
 set -u
 T="$(date +%Y-%m-%d)_${TAG:-s54a}"
 source bench/gpu_env.sh
@@ -16,10 +16,10 @@ timeout 200 python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.
 t "paged + vLLM GPU tests rc=$?"; tail -1 "$OUT/${T}_tests_gpu.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests_gpu.log" | head -5
 [ $(left) -gt 300 ] && log8_tests 90
 [ $(left) -gt 250 ] && issue7_rows 131072,32768 32,1 key "--also-log8 --read-floor 131072x1,32768x1"
-[ $(left) -gt 200 ] && batch1_table "qwen3-8b"
 for r in 1 2; do
-  [ $(left) -gt 60 ] && variant_sweep 32768x1,131072x1 4,7 merge_last$r 50
-  [ $(left) -gt 60 ] && variant_sweep 32768x1,131072x1 4,7 merge_poll$r 50 "--poll-merge"
+  [ $(left) -gt 240 ] && variant_sweep 32768x1,131072x1 4,7 merge_last$r 230
+  [ $(left) -gt 240 ] && variant_sweep 32768x1,131072x1 4,7 merge_poll$r 230 "--poll-merge"
 done
+[ $(left) -gt 200 ] && batch1_table "qwen3-8b"
 t done
 pack_out
