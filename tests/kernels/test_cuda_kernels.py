@@ -272,6 +272,15 @@ def test_cuda_decode_many_splits_merge(G, variant, cta_order):
                  config=CudaDecodeConfig(variant=variant, cta_order=cta_order))
 
 
+@pytest.mark.parametrize("variant", [0, 4])
+@pytest.mark.parametrize("G", [1, 4])
+def test_cuda_decode_more_than_64_splits_merge(G, variant):
+    """More than 64 splits of one (sequence, KV head): the merge's weights take their loop through shared memory
+    beyond the two splits a lane holds in registers (fifty-third session)."""
+    _decode_case([40000, 3000], 128, G, hkv=2, seed=60 + G, n_int2_splits=70,
+                 config=CudaDecodeConfig(variant=variant))
+
+
 @pytest.mark.parametrize("variant", [0, 4, 5])
 @pytest.mark.parametrize("G", [1, 3, 4, 8])
 def test_cuda_decode_poll_merge(G, variant):
