@@ -3,11 +3,11 @@
 # the CPU machine with `OSCARKV_KERNEL_CACHE=$PWD/.kcache python -c "from oscarkv.kernels import cuda_ops; cuda_ops.build()"`):
 #   BUDGET=<s> OSCARKV_COMMIT=<HEAD> bash bench/calls/run_gpu_s54a.sh
 # The fifty-third session's lean end of the decode call ran the GPU kernel tests (243 passed) but not the other GPU
-# suites: the paged cache (CUDA graphs, generate), the vLLM-shaped backend, the new > 64-splits merge test and the
-# log8 tests first; then issue 7's
-# rows with every peer (fp16 and log8 records) and the bare read, the opt-in poll merge (no arrival atomic; the
-# merger's code runs every round, so it stays in its SM's instruction cache) against the default last-CTA merge,
-# alternating, then issue 8's batch-1 table for the 8B model (the model step with the new end). One tarball comes back.
+# suites. First the paged cache (CUDA graphs, generate), the vLLM-shaped backend, the new > 64-splits merge test and
+# the log8 tests; then issue 7's rows with every peer (fp16 and log8 records) and the bare read, the opt-in poll merge
+# (no arrival atomic; the merger's code runs every round, so it stays in its SM's instruction cache) against the
+# default last-CTA merge, alternating, then issue 8's batch-1 table for the 8B model (the model step with the new
+# end). One tarball comes back.
 set -u
 T="$(date +%Y-%m-%d)_${TAG:-s54a}"
 source bench/gpu_env.sh
