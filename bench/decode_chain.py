@@ -65,11 +65,12 @@ DERIVED = {
 class LayerCalls:
     """One layer's kernels at point LxB (Qwen3-8B attention shape of bench_decode), each a list of zero-arg calls over
     R copies, so that every call reads HBM: ``dec`` the decode (CUDA kernel with DecodePlan's default config and
-    early reads, as the paged cache runs it; ``splits`` = (hp, int2) fixes its split counts; Triton under
+    early reads, as the paged cache runs it; ``splits`` = (hp, int2) fixes its split counts, ``variant`` its variant; Triton under
     --smoke), ``gemv`` y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS), ``apps`` the step's append with R_K
     fused (bench_decode.append_steps). Also bench/trace_decode.py's."""
 
-    def __init__(self, B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None):
+    def __init__(self, B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None,
+                 variant: int | None = None):
         backend = "triton" if bd.SMOKE else "cuda"
         self.nbytes = bd.int2_bytes(B, L)
         self.R = R = 2 if bd.SMOKE else max(3, bd.copies_for(self.nbytes))
@@ -85,7 +86,7 @@ class LayerCalls:
         self.plans = []
         if backend == "cuda":
             hp, i2 = splits or (None, None)
-            self.plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(None),
+            self.plans = [DecodePlan(B, bd.HQ, bd.HKV, bd.D, m, dev, torch.bfloat16, bd.ours_config(variant),
                                      n_hp_splits=hp, n_int2_splits=i2) for m in metas]
             self.dec = [lambda m=m, p=p: decode_attention(q, pool, m, plan=p, out=out)
                         for m, p in zip(metas, self.plans)]

@@ -153,8 +153,8 @@ def sm_balance(per_cta, n_hp: int, bh: int) -> dict:
                 balanced_end=balanced, gain_us=ends[-1] - balanced)
 
 
-def trace_point(B: int, L: int, dev, modes) -> dict:
-    lc = dc.LayerCalls(B, L, dev)
+def trace_point(B: int, L: int, dev, modes, variant: int | None = None) -> dict:
+    lc = dc.LayerCalls(B, L, dev, variant=variant)
     plan = lc.plans[0]
     nwarp = cuda_ops.lib().oscar_int2_decode_warps(cuda_ops._DT[torch.bfloat16], bd.D, plan.variant, 0)
     res = dict(L=L, B=B, bytes=lc.nbytes, splits=f"{plan.n_hp}+{plan.n_int2}", variant=plan.variant)
@@ -201,6 +201,8 @@ def main() -> None:
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True (bench_decode's)")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices (bench_decode's; "
                     "default: the plan's rule)")
+    ap.add_argument("--variant", type=int, default=None, help="our kernel's variant (default: the plan's)")
+    ap.add_argument("--warm-ns", type=int, default=0, help="CudaDecodeConfig.warm_ns (the warmer variants 15 / 16)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
@@ -215,11 +217,12 @@ def main() -> None:
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
     bd.POLL_MERGE = a.poll_merge
     bd.MERGE_SLICES = a.merge_slices
+    bd.WARM_NS = a.warm_ns
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):
         L, B = (int(x) for x in pt.split("x"))
-        rows.append(trace_point(B, L, dev, modes))
+        rows.append(trace_point(B, L, dev, modes, a.variant))
         Path(a.out).write_text(json.dumps(dict(commit=source_commit(), device=torch.cuda.get_device_name(),
                                                src=str(a.src or "tree"), rows=rows), indent=1))
 

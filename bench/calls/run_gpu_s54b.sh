@@ -4,7 +4,7 @@
 # The warmer variants 15 / 16 (= 4 / 7 with a ninth warp that runs the end of the call as a dry run while the others
 # stream, so that the end's code is in the SM's instruction cache when they reach it): their GPU tests, then the
 # A/B against 4 / 7 in the same processes (the plan's splits at 32K and 128K batch 1), with the warmer at once and
-# after a sleep (--warm-ns), alternating.
+# after a sleep (--warm-ns), alternating; then the trace of 32K batch 1 on 4 and 15.
 set -u
 T="$(date +%Y-%m-%d)_${TAG:-s54b}"
 source bench/gpu_env.sh
@@ -17,6 +17,13 @@ for r in 1 2; do
   for w in 0 5000 15000; do
     [ $(left) -gt 60 ] && variant_sweep 32768x1,131072x1 4,15,7,16 ab_w${w}_r$r 40 "--warm-ns $w"
   done
+done
+# the trace build (prebuilt into .kcache) of 32K batch 1 on variant 4 and on its warmer twin 15: where the end's time goes
+for v in 4 15; do
+  [ $(left) -gt 60 ] || break
+  timeout 60 python3 bench/trace_decode.py --points 32768x1 --modes b2b --variant $v --out "$OUT/${T}_trace_v$v.json" \
+    > "$OUT/${T}_trace_v$v.log" 2>&1
+  t "trace v$v rc=$?"; grep -E "^trace|SM loop|rror" "$OUT/${T}_trace_v$v.log" | cut -c1-420
 done
 t done
 pack_out
