@@ -58,7 +58,6 @@ EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
-WARM_NS = 0  # CudaDecodeConfig.warm_ns of our kernel (--warm-ns; the warmer variants 15 / 16)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 SCALE = "float16"  # our pools' QuantConfig.scale_dtype (--scale-dtype; "log8": one byte each of scale and zero)
 
@@ -102,7 +101,7 @@ def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
     return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, warm_ns=WARM_NS, **kw)
+                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, **kw)
 
 
 L2_BYTES = 60 << 20
@@ -638,7 +637,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, WARM_NS, SCALE
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, SCALE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -665,8 +664,6 @@ def main():
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
                     "default: the plan's rule)")
-    ap.add_argument("--warm-ns", type=int, default=0, help="CudaDecodeConfig.warm_ns of our kernel (the warmer "
-                    "variants 15 / 16: the warmer warp's sleep before its dry run, ns)")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -733,7 +730,6 @@ def main():
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
     MERGE_SLICES = a.merge_slices
-    WARM_NS = a.warm_ns
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

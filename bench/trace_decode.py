@@ -202,7 +202,6 @@ def main() -> None:
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices (bench_decode's; "
                     "default: the plan's rule)")
     ap.add_argument("--variant", type=int, default=None, help="our kernel's variant (default: the plan's)")
-    ap.add_argument("--warm-ns", type=int, default=0, help="CudaDecodeConfig.warm_ns (the warmer variants 15 / 16)")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in ("b2b", "no_pdl", "chain")]
@@ -217,7 +216,6 @@ def main() -> None:
     print(f"trace build of {use_trace_build(a.src)}: {cuda_ops.build()}", flush=True)
     bd.POLL_MERGE = a.poll_merge
     bd.MERGE_SLICES = a.merge_slices
-    bd.WARM_NS = a.warm_ns
     dev = torch.device("cuda")
     rows = []
     for pt in a.points.split(","):

@@ -22,12 +22,12 @@ def test_cuda_library_builds_and_param_structs_match():
     # cluster sizes (host-only constants): variants 8 / 9 merge in clusters of 16 / 8 CTAs, the others do not
     for sf in cuda_ops.SCALE_FORMATS.values():  # every variant is built for every scale format
         assert [lib.oscar_int2_decode_cluster(0, d, v, sf) for d in (64, 128) for v in range(10)] == ([0] * 8 + [16, 8]) * 2
-    # streaming warps per CTA (host-only): 4 / 8 / 16 by variant; 12-16 (the 8-warp ring 12 / 10 deep, paired 7, the
-    # warmer variants, whose ninth warp streams nothing) at head_dim 128 only (-1: not built)
-    warps = [4, 4, 4, 4, 8, 16, 16, 8, 16, 8, 4, 8, 8, 8, 8, 8, 8]
+    # warps per CTA (host-only): 4 / 8 / 16 by variant; 12-14 (the 8-warp ring 12 / 10 deep, paired 7) at head_dim
+    # 128 only (-1: not built)
+    warps = [4, 4, 4, 4, 8, 16, 16, 8, 16, 8, 4, 8, 8, 8, 8]
     for sf in cuda_ops.SCALE_FORMATS.values():
-        assert [lib.oscar_int2_decode_warps(dt, 128, v, sf) for dt in (0, 1) for v in range(17)] == warps * 2
-        assert [lib.oscar_int2_decode_warps(0, 64, v, sf) for v in range(17)] == warps[:12] + [-1] * 5
+        assert [lib.oscar_int2_decode_warps(dt, 128, v, sf) for dt in (0, 1) for v in range(15)] == warps * 2
+        assert [lib.oscar_int2_decode_warps(0, 64, v, sf) for v in range(15)] == warps[:12] + [-1] * 3
     assert lib.oscar_int2_decode_warps(0, 128, 0, len(cuda_ops.SCALE_FORMATS)) == -1  # an unknown format: no kernel
 
 

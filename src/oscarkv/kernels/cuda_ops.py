@@ -105,7 +105,7 @@ class _DecodeParams(ctypes.Structure):
         ("scale_log2", ctypes.c_float), ("early", ctypes.c_int), ("probe", ctypes.c_int),
         ("l2_evict_first", ctypes.c_int), ("lut_tiles", ctypes.c_int), ("split_lut", ctypes.c_uint16 * _LUT),
         ("hp_lut", ctypes.c_uint16 * _LUT), ("split_major", ctypes.c_int), ("merge_poll", ctypes.c_int),
-        ("merge_slices", ctypes.c_int), ("k_top", ctypes.c_int), ("v_top", ctypes.c_int), ("warm_ns", ctypes.c_int),
+        ("merge_slices", ctypes.c_int), ("k_top", ctypes.c_int), ("v_top", ctypes.c_int),
     ]
 
 
@@ -300,11 +300,12 @@ class CudaDecodeConfig:
                      (31.6-32.1 vs 33.3-33.7 us, H100) and at 472+ pairs once the ring was aligned. Thirty-eighth
                      (H100): no faster anywhere measured (128K b1 13 ties 7, 12 +1.2 us; 96K both slower; 14 ties 7
                      and 11 at 256+ pairs): opt-in.
-                     Fifty-fourth session (head_dim 128 only; an experiment, opt-in): 15 / 16 = 4 / 7 with a
-                     ninth warp, the warmer, that runs the end of the call (the CTA combine, the arrival, the
-                     merge) as a dry run while the eight others stream, so that its code is in the SM's
-                     instruction cache when they get there (int2_paged.cu, WRM); 128 registers and 288 threads,
-                     so one CTA per SM.
+                     Fifty-fourth session (H100): 15 / 16 = 4 / 7 with a ninth warp that ran the end of the call
+                     (CTA combine, arrival, merge) as a dry run while the others streamed, so that its code would be
+                     in the SM's instruction cache: tests passed, no faster (32K b1 14.0-14.2 vs 14.0-14.1 us; the
+                     trace's end steps unchanged; one CTA per SM at 288 threads x 128 registers, so 128K b1 ran
+                     2 + 14 splits, 33.8-34.2 vs 30.8-31.2): removed, patch
+                     bench/results/2026-12-07_s54b_warmer.patch.
     cta_overhead:    cost of a CTA beyond its tiles (prologue, pipeline fill, partial write), in 16-token
                      INT2 tiles; wave_overhead: the extra cost of each further wave of CTAs (the next
                      CTAs' launch and first loads), merge_cost: the last CTA's cost per split it merges.
@@ -372,7 +373,6 @@ class CudaDecodeConfig:
                      resident at once (one wave of the whole device's slots; the waiting mergers hold
                      theirs; an MPS thread limit scales them: _resident_slots), else 1; pass 1 where the
                      process gets only part of the SMs in another way (green contexts).
-    warm_ns:         the warmer variants (15, 16): how long the warmer warp sleeps before its dry run (ns; 0: at once).
     cta_order:       the order in which the grid's CTAs are dispatched: "split" (split-major: every
                      (sequence, KV head)'s split 0, then split 1, ...; the BF16-tier splits first), "sequence"
                      (all splits of a (sequence, KV head) in turn) or None: split-major where the grid is at
@@ -392,7 +392,6 @@ class CudaDecodeConfig:
     cta_order: str | None = None
     poll_merge: bool = False
     merge_slices: int | None = None
-    warm_ns: int = 0
 
 
 # DecodePlan's variant when the config names none, by the device name's model, the head_dim and, where a key names
@@ -785,7 +784,7 @@ class DecodePlan:
             self.hkv, self.group, self.n_hp, self.n_int2, float(sm_scale * 1.4426950408889634),
             int(self.config.early_reads), int(_probe), int(self.config.l2_evict_first),
             self.lut_tiles, *self._luts_c, self.split_major, self.merge_poll, self.merge_slices,
-            *_log8_args(pool, q.device)[1:], int(self.config.warm_ns),
+            *_log8_args(pool, q.device)[1:],
         )
         err = lib().oscar_int2_decode(ctypes.byref(p), B, _DT[q.dtype], D, self.variant,
                                       ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream), _pdl(q.device),

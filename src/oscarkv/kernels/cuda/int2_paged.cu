@@ -96,7 +96,6 @@ struct DecodeParams {
   int merge_poll;   // 1: the CTA of partial slot 0 merges, polling per-slot flags (CudaDecodeConfig.poll_merge)
   int merge_slices;  // >= 1: the last min(merge_slices, splits) CTAs to arrive each merge a slice of the outputs
   int k_top, v_top;  // log8 records (SF = 1): the scale_top of K and of V
-  int warm_ns;  // warmer variants (WRM, below): the warmer warp's sleep before its dry run of the call's end (ns)
 };
 
 struct AppendParams {
@@ -432,55 +431,8 @@ constexpr float kSlack = 4.f;  // log2 units: p = 2^(logit - m) may reach 16 bef
 // the l / sum p z MMA and the offset MMA run once per pair, and tile b's V MMAs take P' with columns 0-3 zeroed
 // (tile a's with 4-7 zeroed). Columns n and n + 4 are two softmax streams of head n (each its own running max),
 // merged at the end of the warp's run. tests/kernels/test_cuda_emulation.py (pair=True) replays it on the CPU.
-//
-// WRM (warmer variants 15 / 16; fifty-fourth session, an experiment): the end of the call (the CTA combine, the
-// partial write, the arrival and the merge) runs once per CTA, so its code is fetched from L2 at 2.4-4.9 cycles per
-// instruction (bench/icache_probe.py), ~2 us of the 32K batch-1 call. A ninth warp, the warmer, streams nothing: it
-// runs that same code (same addresses) early, as a dry run (no stores, no atomics, no barriers; it plays the last
-// CTA's merger), so that the SM's instruction cache holds it when the streaming warps get there. The NWARP
-// streaming warps then meet at named barrier 1 (end_sync), which the warmer never joins.
-template <int WRM, int NWARP>
-__device__ __forceinline__ void end_sync(bool dry) {
-  if constexpr (WRM) {
-    if (!dry) asm volatile("bar.sync 1, %0;\n" ::"n"(NWARP * 32) : "memory");
-  } else {
-    __syncthreads();
-  }
-}
-
-// Stores in the end's code: with WRM, inline PTX whose predicate is off for the warmer, so that its dry run still
-// computes every stored value (a store under `if (!dry)` would let the compiler sink the computation into the branch,
-// and the warmer would skip that code); generic addresses (shared or global). Without WRM plain stores.
-template <int WRM>
-__device__ __forceinline__ void st_f(float* a, float v, bool dry) {
-  if constexpr (WRM)
-    asm volatile("{\n .reg .pred q;\n setp.eq.u32 q, %2, 0;\n @q st.f32 [%0], %1;\n}\n" ::"l"(a), "f"(v), "r"((int)dry)
-                 : "memory");
-  else
-    *a = v;
-}
-template <int WRM>
-__device__ __forceinline__ void st_f4(float* a, float4 v, bool dry) {  // a: 16-byte aligned
-  if constexpr (WRM)
-    asm volatile("{\n .reg .pred q;\n setp.eq.u32 q, %5, 0;\n @q st.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(a),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)dry)
-                 : "memory");
-  else
-    *reinterpret_cast<float4*>(a) = v;
-}
-template <int WRM, typename U>
-__device__ __forceinline__ void st_16(U* a, U v, bool dry) {  // a 16-bit T
-  if constexpr (WRM)
-    asm volatile("{\n .reg .pred q;\n setp.eq.u32 q, %2, 0;\n @q st.u16 [%0], %1;\n}\n" ::"l"(a),
-                 "h"(*reinterpret_cast<unsigned short*>(&v)), "r"((int)dry)
-                 : "memory");
-  else
-    *a = v;
-}
-
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR, int SF, int WRM>
-__device__ __forceinline__ void decode_body(const DecodeParams& p) {
-  static_assert(!WRM || CX == 0, "the warmer's dry run has no cluster merge");
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
+__global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const DecodeParams p) {
   constexpr int KS = D / 16;  // k-steps of the score MMA = m-tiles of the output MMA
   constexpr int NW = D / 32;  // 32-bit code words per lane per tile
   static_assert(!PAIR || (STAGES % 2 == 0 && CX == 0 && kFlushTiles % 2 == 0),
@@ -499,9 +451,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   const int G = p.group;
   const int NS = p.n_hp + p.n_int2;  // the plan's splits: the stride of the partial buffers
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // the warmer (WRM): warp NWARP; in the end's code it takes thread `lane`'s and warp 0's parts (tid, vwarp)
-  const bool dry = WRM && warp == NWARP;
-  const int tid = dry ? lane : (int)threadIdx.x, vwarp = dry ? 0 : warp;
   const int g = lane >> 2, t = lane & 3;
   const bool hp = split < p.n_hp;
   // PDL: with p.early the wait for the previous kernel comes after the reads that do not depend on it (in
@@ -522,9 +471,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   if (threadIdx.x == 0) {
     sm_nsb = n_h + n_i2;
     sm_slot = hp ? split : n_h + (split - p.n_hp);
-  }
-  if (dry && p.warm_ns > 0) {  // the warmer: later, so that the code it fetches is still cached at the end
-    for (int left = p.warm_ns; left > 0; left -= 500000) __nanosleep(min(left, 500000));
   }
   // one shared buffer: the cp.async ring during the loop, then the per-warp partial outputs (dynamic:
   // decode_smem_bytes<D, NWARP, STAGES, SF>() at launch; 16-warp CTAs need more than the static 48 KB)
@@ -562,7 +508,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     const int len = p.hp_lens[b];
     const int ntile = (len + kTile - 1) / kTile;
     const int per = (ntile + n_h - 1) / n_h;
-    const int t0 = split * per, t1 = dry ? t0 : min(t0 + per, ntile);  // (the warmer: none)
+    const int t0 = split * per, t1 = min(t0 + per, ntile);
     const int32_t* table = p.hp_table + b * p.hp_table_s;
     const T* khp = reinterpret_cast<const T*>(p.k_hp);
     const T* vhp = reinterpret_cast<const T*>(p.v_hp);
@@ -778,7 +724,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     const int t0 = sp_ * per, t1 = min(t0 + per, ntile);
     const int first = t0 + warp;
     constexpr int step = NWARP;
-    const int nmine = !dry && first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp (warmer: 0)
+    const int nmine = first < t1 ? (t1 - first + step - 1) / step : 0;  // tiles of this warp
     // the sequence's last tile is partial when len % 16 != 0: its local index in this warp, else -1
     const int lastt = ntile - 1;
     const int partial_k =
@@ -1083,7 +1029,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
         sm_ks[i] = v * kt;
         sm_vs[i] = __half_as_ushort(__float2half_rn(v));
       }
-      end_sync<WRM, NWARP>(dry);
+      __syncthreads();
     }
     if (p.early) decode_pdl_wait();
     prep_q();
@@ -1218,7 +1164,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
 
   if (p.probe == 5 && __shfl_sync(0xffffffffu, __float_as_uint(fin[0][0] + fl[0]), 0) != 0x7fffffffu) return;
   TRACE_WARP(warp);
-  end_sync<WRM, NWARP>(dry);  // all warps are done with the ring before it becomes sm_o
+  __syncthreads();  // all warps are done with the ring before it becomes sm_o
   // rows of D + 4 floats: lane (g, t) writes column 2t (+1), dim 16 mt + g (+8), so with rows of D floats the four
   // lanes of one g hit one bank (4-way conflicts on each of the 32 stores); the pad puts them 8 banks apart
   constexpr int DP = D + 4;
@@ -1229,18 +1175,18 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   __shared__ int sm_slice;
 #pragma unroll
   for (int mt = 0; mt < KS; mt++) {
-    st_f<WRM>(&sm_o[warp][2 * t][16 * mt + g], fin[mt][0], dry);
-    st_f<WRM>(&sm_o[warp][2 * t + 1][16 * mt + g], fin[mt][1], dry);
-    st_f<WRM>(&sm_o[warp][2 * t][16 * mt + g + 8], fin[mt][2], dry);
-    st_f<WRM>(&sm_o[warp][2 * t + 1][16 * mt + g + 8], fin[mt][3], dry);
+    sm_o[warp][2 * t][16 * mt + g] = fin[mt][0];
+    sm_o[warp][2 * t + 1][16 * mt + g] = fin[mt][1];
+    sm_o[warp][2 * t][16 * mt + g + 8] = fin[mt][2];
+    sm_o[warp][2 * t + 1][16 * mt + g + 8] = fin[mt][3];
   }
   if (g == 0) {
-    st_f<WRM>(&sm_m[2 * t][warp], fm[0], dry);
-    st_f<WRM>(&sm_m[2 * t + 1][warp], fm[1], dry);
-    st_f<WRM>(&sm_l[2 * t][warp], fl[0], dry);
-    st_f<WRM>(&sm_l[2 * t + 1][warp], fl[1], dry);
+    sm_m[2 * t][warp] = fm[0];
+    sm_m[2 * t + 1][warp] = fm[1];
+    sm_l[2 * t][warp] = fl[0];
+    sm_l[2 * t + 1][warp] = fl[1];
   }
-  end_sync<WRM, NWARP>(dry);
+  __syncthreads();
   TRACE(2);
   // The CTA's partial result (its warps combined): into shared memory for the cluster merge (each CTA keeps
   // its own, read by the others through distributed shared memory), else into the global partial buffers
@@ -1258,7 +1204,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   // event 2 -> 3 (partials in shared memory -> the CTA's partial written): 0.63 us before (G threads computed the
   // per-head weights, a barrier, then each element's sum), 0.73 with this pass in rolled loops, 0.33 unrolled.
   static_assert(NWARP % 4 == 0, "the warps' max and sum are read as float4s");
-  for (int i4 = tid; i4 < G * D / 4; i4 += NWARP * 32) {
+  for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
     float m[NWARP];
 #pragma unroll
@@ -1282,8 +1228,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     // split, so test for zero instead and let NaN reach the output (1 / NaN weights every dim NaN).
     // (L >= 1 when not 0: the max warp contributes its l >= 1, so the MUFU reciprocal and log are exact enough)
     const float inv = L != 0.f ? __fdividef(1.f, L) : 0.f;
-    st_f4<WRM>(opart + i4 * 4, make_float4(O.x * inv, O.y * inv, O.z * inv, O.w * inv), dry);
-    if (d == 0) st_f<WRM>(&lpart[h], L != 0.f ? mm + __log2f(L) : -INFINITY, dry);
+    *reinterpret_cast<float4*>(opart + i4 * 4) = make_float4(O.x * inv, O.y * inv, O.z * inv, O.w * inv);
+    if (d == 0) lpart[h] = L != 0.f ? mm + __log2f(L) : -INFINITY;
   }
   // probe 3 (no merge): every CTA returns here, so no CTA waits at a barrier or for an arrival
   if (p.probe == 3) return;
@@ -1332,19 +1278,18 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   // after the CTA barrier (release: the CTA's partial writes, ordered before it by the barrier, are visible
   // GPU-wide before the count moves; acquire: the last CTA then sees every other CTA's partials), the
   // pattern of CUTLASS's semaphore; no __threadfence by every thread (issue 7, batch-1 fixed cost).
-  end_sync<WRM, NWARP>(dry);
+  __syncthreads();
   TRACE(3);
-  // (the warmer reads sm_nsb without a barrier: clamped, so that a stale value cannot make its loops long)
-  const int NSb = dry ? min(max(sm_nsb, 0), NS) : sm_nsb;
+  const int NSb = sm_nsb;
   // output element i4 * 4 .. + 3 of this (sequence, KV head)'s G x D outputs (either merge below)
   T* out = reinterpret_cast<T*>(p.out);
   auto store = [&](int i4, float4 acc) {
     const int h = (i4 * 4) / D, d = (i4 * 4) % D;
     T* dst = out + b * p.o_sb + (int64_t)(kvh * G + h) * p.o_sh + d;
-    st_16<WRM>(dst, M::from_float(acc.x), dry);
-    st_16<WRM>(dst + 1, M::from_float(acc.y), dry);
-    st_16<WRM>(dst + 2, M::from_float(acc.z), dry);
-    st_16<WRM>(dst + 3, M::from_float(acc.w), dry);
+    dst[0] = M::from_float(acc.x);
+    dst[1] = M::from_float(acc.y);
+    dst[2] = M::from_float(acc.z);
+    dst[3] = M::from_float(acc.w);
   };
   // the partials of this (sequence, KV head): slot s's G x D outputs and G LSEs (either merge below)
   constexpr int NT = NWARP * 32;
@@ -1371,7 +1316,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     // them with a running max), so after the last arrival only its slot's loads and the output remain.
     // Flags live after the B * HKV arrival counters (DecodePlan sizes the buffer) and are 0 between calls: the
     // merger clears them; the next call's CTAs write theirs only after their PDL wait, i.e. after this grid.
-    if (dry) return;  // (the warmer does not warm the poll merge)
     int* flags = p.counters + gridDim.y + (int64_t)bh * NS;
     if (threadIdx.x == 0) asm volatile("st.release.gpu.global.s32 [%0], 1;\n" ::"l"(flags + slot) : "memory");
     TRACE(4);
@@ -1406,7 +1350,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
         }
         if (round > (1ll << 26)) __trap();  // a slot that never arrives (a bug): fail loudly, never hang
       }
-      end_sync<WRM, NWARP>(dry);
+      __syncthreads();
       const int nn = sm_nnew;
       const bool last = sm_all != 0;
 #pragma unroll
@@ -1441,7 +1385,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
         }
       }
       if (last) break;
-      end_sync<WRM, NWARP>(dry);  // sm_list is rewritten by the next round
+      __syncthreads();  // sm_list is rewritten by the next round
     }
     TRACE(5);
     const float qnan = __int_as_float(0x7fc00000);
@@ -1456,7 +1400,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     if (threadIdx.x < NSb) flags[threadIdx.x] = 0;
 #ifdef OSCARKV_TRACE
     TRACE(6);
-    end_sync<WRM, NWARP>(dry);
+    __syncthreads();
     TRACE(7);
 #endif
     return;
@@ -1488,8 +1432,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     }
     TRACE(4);
   }
-  end_sync<WRM, NWARP>(dry);
-  const int slice = dry ? NSL - 1 : sm_slice;  // (the warmer plays the last arrival)
+  __syncthreads();
+  const int slice = sm_slice;
   if (slice < 0) return;
   // Merge. Thread groups: when a CTA has more threads than float4 outputs (G * D / 4), ngrp groups take
   // every ngrp-th split and add their partial sums through shared memory (the last NWARP * 128 floats of
@@ -1509,16 +1453,16 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   const int ngrp = nit >= NT ? 1 : 1 << (31 - __clz(min(small_div(NT, nit), NSb)));
   const int gsh = __ffs(ngrp) - 1;
   const int per = NT >> gsh;  // threads per group
-  const int grp = tid >> (31 - __clz(per));
-  const int item0 = tid & (per - 1);
+  const int grp = threadIdx.x >> (31 - __clz(per));
+  const int item0 = threadIdx.x & (per - 1);
   const bool active = grp < ngrp && item0 < nit;
   // the LSEs of this warp's first head (h = warp; splits lane and lane + 32), issued before the partial outputs:
   // the weights below wait for them, the sums only later for the outputs
   const auto lse_at = [&](int s, int h) { return s < NSb ? __ldcg(lbase + s * G + h) : -INFINITY; };
   float v0 = -INFINITY, v1 = -INFINITY;
-  if (vwarp < G) {
-    v0 = lse_at(lane, vwarp);
-    v1 = lse_at(lane + 32, vwarp);
+  if (warp < G) {
+    v0 = lse_at(lane, warp);
+    v1 = lse_at(lane + 32, warp);
   }
   float4 o[KF];
   if (active) {
@@ -1531,9 +1475,9 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
   }
   TRACE(5);
 #pragma unroll 1
-  for (int h = vwarp; h < G; h += NWARP) {
+  for (int h = warp; h < G; h += NWARP) {
     // splits lane and lane + 32 in registers; beyond 64 splits (not planned at batch 1) a loop through w
-    if (h != vwarp) {  // a further head of this warp (G > NWARP)
+    if (h != warp) {  // a further head of this warp (G > NWARP)
       v0 = lse_at(lane, h);
       v1 = lse_at(lane + 32, h);
     }
@@ -1542,7 +1486,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
 #pragma unroll 1
     for (int s = lane + 64; s < NSb; s += 32) {
       const float v = __ldcg(lbase + s * G + h);
-      st_f<WRM>(&w[s * G + h], v, dry);
+      w[s * G + h] = v;
       mx = fmaxf(mx, v);
       nan |= isnan(v);
     }
@@ -1558,12 +1502,12 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
     for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
     // den >= 1 unless none (the max split contributes 1)
     const float inv = nan ? __int_as_float(0x7fc00000) : den > 0.f ? __fdividef(1.f, den) : 0.f;
-    if (lane < NSb) st_f<WRM>(&w[lane * G + h], e0 * inv, dry);
-    if (lane + 32 < NSb) st_f<WRM>(&w[(lane + 32) * G + h], e1 * inv, dry);
+    if (lane < NSb) w[lane * G + h] = e0 * inv;
+    if (lane + 32 < NSb) w[(lane + 32) * G + h] = e1 * inv;
 #pragma unroll 1
-    for (int s = lane + 64; s < NSb; s += 32) st_f<WRM>(&w[s * G + h], (none ? 0.f : ex2(w[s * G + h] - mx)) * inv, dry);
+    for (int s = lane + 64; s < NSb; s += 32) w[s * G + h] = (none ? 0.f : ex2(w[s * G + h] - mx)) * inv;
   }
-  end_sync<WRM, NWARP>(dry);
+  __syncthreads();
   TRACE(6);
   if (active) {
     for (int i4 = i_lo + item0; i4 < i_lo + nit; i4 += per) {
@@ -1589,35 +1533,24 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p) {
           if (s0 + j * ngrp < NSb) addw(acc, w[(s0 + j * ngrp) * G + h], v[j]);
       }
       if (ngrp == 1) store(i4, acc);
-      else st_f4<WRM>(reinterpret_cast<float*>(&red[grp * nit + i4 - i_lo]), acc, dry);
+      else red[grp * nit + i4 - i_lo] = acc;
     }
   }
   if (ngrp > 1) {
-    end_sync<WRM, NWARP>(dry);
-    if (tid < nit) {
-      float4 acc = red[tid];
+    __syncthreads();
+    if (threadIdx.x < nit) {
+      float4 acc = red[threadIdx.x];
 #pragma unroll 1
-      for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nit + tid]);
-      store(i_lo + tid, acc);
+      for (int r = 1; r < ngrp; r++) addw(acc, 1.f, red[r * nit + threadIdx.x]);
+      store(i_lo + threadIdx.x, acc);
     }
   }
   if (threadIdx.x == 0 && sm_reset) p.counters[bh] = 0;
 #ifdef OSCARKV_TRACE
-  end_sync<WRM, NWARP>(dry);  // every thread's stores issued (trace builds only)
+  __syncthreads();  // every thread's stores issued (trace builds only)
   TRACE(7);
 #endif
   }  // CX == 0
-}
-
-// the decode kernel: NWARP streaming warps, at most 128 registers (MINB CTAs of them per SM)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
-__global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const __grid_constant__ DecodeParams p) {
-  decode_body<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, 0>(p);
-}
-// with the warmer warp (WRM): NWARP + 1 warps, the same 128 registers (so one CTA per SM: a batch-1 experiment)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
-__global__ void __maxnreg__(128) int2_decode_warm_kernel(const __grid_constant__ DecodeParams p) {
-  decode_body<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, 1>(p);
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -2015,57 +1948,50 @@ constexpr int decode_smem_bytes() {
   return 128 + (NWARP * STAGES * TB > NWARP * 8 * D * 4 ? NWARP * STAGES * TB : NWARP * 8 * D * 4);
 }
 
-// the kernel of a variant: with WRM the one with the warmer warp
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR, int SF, int WRM>
-constexpr auto decode_kernel() {
-  if constexpr (WRM) return int2_decode_warm_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>;
-  else return int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>;
-}
-
 // opt in to more than 48 KB of dynamic shared memory (once per instantiation and device: the attribute is
 // per device; not a stream operation, so also fine while a CUDA graph is being captured)
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int decode_prepare() {
   static bool done[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (int)cudaErrorInvalidDevice;
   if (done[dev]) return 0;
-  int err = (int)cudaFuncSetAttribute(decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>(),
+  int err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_bytes<D, NWARP, STAGES, SF>());
   if (err == 0 && CX > 8)  // clusters above the portable 8 CTAs (Hopper allows 16)
-    err = (int)cudaFuncSetAttribute(decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>(),
+    err = (int)cudaFuncSetAttribute(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>,
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   done[dev] = err == 0;
   return err;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int launch_decode(const DecodeParams& p, int batch, cudaStream_t stream, int pdl) {
-  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>()) return e;
+  if (int e = decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return e;
   dim3 grid(p.n_hp + p.n_int2, batch * p.hkv);
   if (CX > 0 && (int)grid.x != CX) return (int)cudaErrorInvalidValue;  // the cluster is all splits of a head
-  return launch_ex(decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>(), grid, dim3(NWARP * 32 + 32 * WRM),
+  return launch_ex(int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, grid, dim3(NWARP * 32),
                    (size_t)decode_smem_bytes<D, NWARP, STAGES, SF>(), stream, pdl, CX, p);
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int warps_per_cta() {
   return NWARP;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int cluster_size() {
   return CX;
 }
 
 // clusters of this variant the GPU can hold at once (0: it cannot co-schedule one; -1: error); 0 for CX = 0
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int max_clusters() {
   if (CX == 0) return 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>()) return -1;
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return -1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(CX, 1);
-  cfg.blockDim = dim3(NWARP * 32 + 32 * WRM);
+  cfg.blockDim = dim3(NWARP * 32);
   cfg.dynamicSmemBytes = decode_smem_bytes<D, NWARP, STAGES, SF>();
   cudaLaunchAttribute a;
   a.id = cudaLaunchAttributeClusterDimension;
@@ -2075,14 +2001,14 @@ int max_clusters() {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>(), &cfg) == cudaSuccess ? n : -1;
+  return cudaOccupancyMaxActiveClusters(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, &cfg) == cudaSuccess ? n : -1;
 }
 
-template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0, int WRM = 0>
+template <typename T, int D, int NWARP, int MINB, int STAGES, int CX, int PAIR = 0, int SF = 0>
 int occupancy() {
   int n = 0;
-  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>()) return -1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF, WRM>(), NWARP * 32 + 32 * WRM,
+  if (decode_prepare<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>()) return -1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, int2_decode_kernel<T, D, NWARP, MINB, STAGES, CX, PAIR, SF>, NWARP * 32,
                                                 decode_smem_bytes<D, NWARP, STAGES, SF>());
   return n;
 }
@@ -2094,7 +2020,6 @@ int occupancy() {
 // occupancy); 10 / 11 = 0 / 4 with paired tiles (PAIR: group <= 4 only, the host checks). Head_dim 128 only, added
 // in the thirty-seventh session after the 8-deep 8-warp ring (7) was the fastest at 128K batch 1 and 472+ pairs:
 // 12 / 13 = 7 with rings 12 / 10 deep (two CTAs per SM still fit: 2 x 110.6 KB at 12), 14 = 7 with paired tiles.
-// 15 / 16 = 4 / 7 with the warmer warp (WRM; fifty-fourth session, head_dim 128, one CTA per SM: an experiment).
 // dtype: 0 = bf16, 1 = fp16.
 #define OSCAR_TABLE(F, T, SF)                                               \
   if (head_dim == 128 && variant == 0) return F<T, 128, 4, 4, 4, 0, 0, SF>ARGS;   \
@@ -2123,9 +2048,7 @@ int occupancy() {
   if (head_dim == 64 && variant == 11) return F<T, 64, 8, 2, 4, 0, 1, SF>ARGS;   \
   if (head_dim == 128 && variant == 12) return F<T, 128, 8, 2, 12, 0, 0, SF>ARGS;  \
   if (head_dim == 128 && variant == 13) return F<T, 128, 8, 2, 10, 0, 0, SF>ARGS;  \
-  if (head_dim == 128 && variant == 14) return F<T, 128, 8, 2, 8, 0, 1, SF>ARGS;  \
-  if (head_dim == 128 && variant == 15) return F<T, 128, 8, 1, 4, 0, 0, SF, 1>ARGS; \
-  if (head_dim == 128 && variant == 16) return F<T, 128, 8, 1, 8, 0, 0, SF, 1>ARGS;
+  if (head_dim == 128 && variant == 14) return F<T, 128, 8, 2, 8, 0, 1, SF>ARGS;
 
 // sf: the records' scale format (0 fp16, 1 log8), as the template SF
 extern "C" int oscar_int2_decode(const DecodeParams* p, int batch, int dtype, int head_dim, int variant, void* stream,
