@@ -6,7 +6,10 @@ Reads Nsight Compute's source page exported as CSV (``ncu --section WarpStateSta
 --page source --print-source sass --csv``; plain or gzipped) for one kernel launch. The hot loop is the set of
 instructions executed at least half as often as the most executed one. Prints the loop's share of all stall
 samples, its stall reasons, the opcodes' counts and sample shares, and the most sampled instructions in
-address order with their two main reasons.
+address order with their two main reasons. Then the end of the call (the executed instructions after the loop's last
+one): its share of the samples and its stall reasons, for the code every warp runs (the epilogue, the CTA combine, the
+arrival) and for the code few warps run (executed < 1/4 as often: the last CTAs' merge), e.g. how much of the end is
+instruction fetch (``no_inst``) against barrier waits and dependencies (fifty-fourth session).
 """
 from __future__ import annotations
 
@@ -60,6 +63,19 @@ def main() -> None:
             why = sorted(((num(r[ix[c]]), c[6:]) for c in reasons), reverse=True)[:2]
             print(f"  {r[0][-5:]} {100 * num(r[samples]) / hot_s:4.1f}%  {why[0][1]} {why[0][0]:.0f}, "
                   f"{why[1][1]} {why[1][0]:.0f}  {r[1].strip()[:80]}")
+    last = max(i for i, e in enumerate(executed) if e >= 0.5 * top)
+    end = [(r, e) for r, e in zip(body[last + 1:], executed[last + 1:]) if e > 0]
+    if not end:
+        return
+    wide = max(e for _, e in end)
+    for name, part in (("every warp's", [r for r, e in end if e >= 0.25 * wide]),
+                       ("few warps' (merge)", [r for r, e in end if e < 0.25 * wide])):
+        s = sum(num(r[samples]) for r in part)
+        if not s:
+            continue
+        why = collections.Counter({c: sum(num(r[ix[c]]) for r in part) for c in reasons})
+        print(f"end of the call, {name} code: {len(part)} instructions, {100 * s / total:.1f}% of the samples; "
+              + ", ".join(f"{c[6:]} {100 * v / s:.0f}%" for c, v in why.most_common(6)))
 
 
 if __name__ == "__main__":
