@@ -120,3 +120,17 @@ batch1_table() {
     [ -s "$OUT/${T}_$m.json" ] && _batch1_summary "$OUT/${T}_$m.json"
   done
 }
+# A/B of two kernel sources, alternating per process: variant_sweep "$1" "$2" "<$3>_A<r>" "$4" with OSCARKV_KERNEL_SRC=$5
+# (A), then the same with $6 (B; "tree": this tree's int2_paged.cu), for $7 rounds (default 2). Each source's library
+# is prebuilt on the CPU machine into the carried .kcache (keyed by the source's text), so nothing compiles here.
+src_ab() {
+  local r src who
+  for r in $(seq 1 "${7:-2}"); do
+    for who in A B; do
+      [ $(left) -gt $(( ${4:-60} + 15 )) ] || return 0
+      src=$5; [ $who = B ] && src=$6
+      if [ "$src" = tree ]; then src=$PWD/src/oscarkv/kernels/cuda/int2_paged.cu; fi
+      (export OSCARKV_KERNEL_SRC=$src; variant_sweep "$1" "$2" "$3_$who$r" "${4:-60}")
+    done
+  done
+}
