@@ -647,11 +647,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
       bad += __shfl_xor_sync(0xffffffffu, bad, 1);
       bad += __shfl_xor_sync(0xffffffffu, bad, 2);
-      // (the divisions by and of amax take 127 / 1 where amax is 0, the padding heads' lanes g >= G: 127 / 0 sent every
-      // INT2 warp through the IEEE division's slow path, a call into code at the far end of the kernel, fetched cold
-      // right after the PDL wait; fifty-fourth session, Nsight s54c. Same bits wherever amax > 0.)
-      const float amax1 = amax > 0.f ? amax : 1.f;
-      const float inv = amax > 0.f ? 127.f / amax1 : 0.f;
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
       int isum = 0;
 #pragma unroll
       for (int P = 0; P < 4; P++)
@@ -673,7 +669,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
         }
       isum += __shfl_xor_sync(0xffffffffu, isum, 1);
       isum += __shfl_xor_sync(0xffffffffu, isum, 2);
-      const float sig = (amax > 0.f ? amax1 / 127.f : 0.f) + bad, qsum = sig * (float)isum, s64 = sig * (1.f / 64.f);
+      const float sig = amax / 127.f + bad, qsum = sig * (float)isum, s64 = sig * (1.f / 64.f);
       // the score fragment of lane (g, t) holds columns 2t, 2t + 1: heads 2t, 2t + 1 (lanes 8t and 8t + 4 hold
       // them as g), with PAIR heads (2t) & 3, (2t + 1) & 3 (lanes 8 (t & 1) and 8 (t & 1) + 4)
       const int c0 = PAIR ? 8 * (t & 1) : 8 * t;
