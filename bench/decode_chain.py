@@ -65,8 +65,8 @@ DERIVED = {
 class LayerCalls:
     """One layer's kernels at point LxB (Qwen3-8B attention shape of bench_decode), each a list of zero-arg calls over
     R copies, so that every call reads HBM: ``dec`` the decode (CUDA kernel with DecodePlan's default config and
-    early reads, as the paged cache runs it; ``splits`` = (hp, int2) fixes its split counts, ``variant`` its variant; Triton under
-    --smoke), ``gemv`` y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS), ``apps`` the step's append with R_K
+    early reads, as the paged cache runs it; ``splits`` = (hp, int2) fixes its split counts, ``variant`` its
+    variant; Triton under --smoke), ``gemv`` y = o @ W_o (o_proj: [B, Hq*d] x [Hq*d, Hq*d], cuBLAS), ``apps`` the step's append with R_K
     fused (bench_decode.append_steps). Also bench/trace_decode.py's."""
 
     def __init__(self, B: int, L: int, dev: torch.device, splits: tuple[int, int] | None = None,

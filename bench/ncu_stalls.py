@@ -7,9 +7,11 @@ Reads Nsight Compute's source page exported as CSV (``ncu --section WarpStateSta
 instructions executed at least half as often as the most executed one. Prints the loop's share of all stall
 samples, its stall reasons, the opcodes' counts and sample shares, and the most sampled instructions in
 address order with their two main reasons. Then the end of the call (the executed instructions after the loop's last
-one): its share of the samples and its stall reasons, for the code every warp runs (the epilogue, the CTA combine, the
-arrival) and for the code few warps run (executed < 1/4 as often: the last CTAs' merge), e.g. how much of the end is
-instruction fetch (``no_inst``) against barrier waits and dependencies (fifty-fourth session).
+one, less the subroutines that CALLs reach, which are placed there but run from anywhere, and are listed apart): its
+share of the samples and its stall reasons, for the code every warp runs (the epilogue, the CTA combine, the arrival)
+and for the code few warps run (executed < 1/4 as often: mostly the last CTAs' merge, also the BF16-tier CTAs' own
+code), e.g. how much of the end is instruction fetch (``no_inst``) against barrier waits and dependencies
+(fifty-fourth session).
 """
 from __future__ import annotations
 
@@ -64,7 +66,18 @@ def main() -> None:
             print(f"  {r[0][-5:]} {100 * num(r[samples]) / hot_s:4.1f}%  {why[0][1]} {why[0][0]:.0f}, "
                   f"{why[1][1]} {why[1][0]:.0f}  {r[1].strip()[:80]}")
     last = max(i for i, e in enumerate(executed) if e >= 0.5 * top)
-    end = [(r, e) for r, e in zip(body[last + 1:], executed[last + 1:]) if e > 0]
+    # subroutines: from each executed CALL's target to the next RET
+    at = {r[0].lower(): i for i, r in enumerate(body)}
+    sub = set()
+    for r, e in zip(body, executed):
+        if e > 0 and "CALL" in r[1] and r[1].split()[-1].lower() in at:
+            i = at[r[1].split()[-1].lower()]
+            j = next((k for k in range(i, len(body)) if "RET" in body[k][1]), len(body) - 1)
+            s = sum(num(body[k][samples]) for k in range(i, j + 1))
+            print(f"subroutine at {body[i][0][-5:]} (CALL at {r[0][-5:]}, executed {e:.0f} times): {j - i + 1} "
+                  f"instructions, {100 * s / total:.1f}% of the samples")
+            sub.update(range(i, j + 1))
+    end = [(r, e) for k, (r, e) in enumerate(zip(body, executed)) if k > last and e > 0 and k not in sub]
     if not end:
         return
     wide = max(e for _, e in end)
