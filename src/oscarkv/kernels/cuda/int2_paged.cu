@@ -1199,9 +1199,9 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // One pass, no barrier inside (fifty-third session): the thread of float4 item i4 (head h, dims d .. d + 3) reads
   // its head's NWARP maxima and sums as float4s, takes the max, the warps' weights c_w = 2^(m_w - max),
   // L = sum c_w l_w and sum c_w o_w, and writes that sum / L; the thread of d = 0 also the head's LSE. The end of
-  // the call runs once per CTA, so its code comes from L2 (bench/icache_probe.py: 2.4-4.9 cycles per instruction
-  // not yet in the SM's ~32 KB instruction cache, 1.0 once there): short code and short dependent chains. H100, trace
-  // event 2 -> 3 (partials in shared memory -> the CTA's partial written): 0.63 us before (G threads computed the
+  // the call runs once per CTA: short code and short dependent chains (first thought paced by fetching its code from
+  // L2, bench/icache_probe.py; Nsight, fifty-fourth session: instruction fetch is 6% of the stall samples of this end
+  // code at 32K batch 1, barrier waits 50%, and a warp that ran it ahead gained nothing). H100, trace event 2 -> 3 (partials in shared memory -> the CTA's partial written): 0.63 us before (G threads computed the
   // per-head weights, a barrier, then each element's sum), 0.73 with this pass in rolled loops, 0.33 unrolled.
   static_assert(NWARP % 4 == 0, "the warps' max and sum are read as float4s");
   for (int i4 = threadIdx.x; i4 < G * D / 4; i4 += NWARP * 32) {
@@ -1441,9 +1441,8 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   // outputs (up to KF splits), all in the same L2 round trip; then warp w, for heads h = w, w + NWARP, ..., writes
   // their weights w[s][h] = 2^(lse - max) / sum into shared memory (sm_o's first NS * G floats; the plan keeps
   // NS * G <= NWARP * (8 D - 128)): one barrier between the arrival and the sums. Fifty-third session: the LSEs used
-  // to be staged in shared memory behind a barrier of their own, and the step was 2-3x longer code (exp2f, IEEE
-  // division, loops the compiler unrolled), which runs once per merge and so is fetched from L2
-  // (bench/icache_probe.py).
+  // to be staged in shared memory behind a barrier of their own, and the step was 2-3x longer code with longer
+  // dependent chains (exp2f, IEEE division, loops the compiler unrolled).
   constexpr int KF = 12;  // partial outputs in flight per thread
   float* w = &sm_o[0][0][0];
   float4* red = reinterpret_cast<float4*>(&sm_o[0][0][0] + NWARP * (8 * D - 128));
