@@ -120,9 +120,17 @@ batch1_table() {
     [ -s "$OUT/${T}_$m.json" ] && _batch1_summary "$OUT/${T}_$m.json"
   done
 }
+# bench_decode's fixed-cost diagnosis (bench_diag: the call with either tier emptied, probes) at "$1" (e.g.
+# "32768x1:4,131072x1:7") into $OUT/${T}_diag_$2.log, each point's line printed
+diag_points() {
+  timeout $(( $(left) - ${3:-30} )) python3 bench/bench_decode.py --pdl 1 --early-reads 1 --contexts "" --no-flashinfer \
+    --no-triton --no-append --diag "$1" > "$OUT/${T}_diag_$2.log" 2>&1
+  t "diag $2 rc=$?"; grep -E "^diag|rror" "$OUT/${T}_diag_$2.log" | cut -c1-400
+}
 # A/B of two kernel sources, alternating per process: variant_sweep "$1" "$2" "<$3>_A<r>" "$4" with OSCARKV_KERNEL_SRC=$5
-# (A), then the same with $6 (B; "tree": this tree's int2_paged.cu), for $7 rounds (default 2). Each source's library
-# is prebuilt on the CPU machine into the carried .kcache (keyed by the source's text), so nothing compiles here.
+# (A), then the same with $6 (B; "tree": this tree's int2_paged.cu), for $7 rounds (default 2); $8: more bench_decode
+# arguments (variant_sweep's $5, e.g. "--sweep-splits 32768x1=1+15,..."). Each source's library is prebuilt on the
+# CPU machine into the carried .kcache (keyed by the source's text), so nothing compiles here.
 src_ab() {
   local r src who
   for r in $(seq 1 "${7:-2}"); do
@@ -130,7 +138,7 @@ src_ab() {
       [ $(left) -gt $(( ${4:-60} + 15 )) ] || return 0
       src=$5; [ $who = B ] && src=$6
       if [ "$src" = tree ]; then src=$PWD/src/oscarkv/kernels/cuda/int2_paged.cu; fi
-      (export OSCARKV_KERNEL_SRC=$src; variant_sweep "$1" "$2" "$3_$who$r" "${4:-60}")
+      (export OSCARKV_KERNEL_SRC=$src; variant_sweep "$1" "$2" "$3_$who$r" "${4:-60}" "${8:-}")
     done
   done
 }

@@ -7,7 +7,9 @@
 #     python -c "from oscarkv.kernels import cuda_ops; cuda_ops.build()"; done
 # Before the call apply the change to the tree (the library cache is keyed by the source's text, so the tree's
 # library is s54d_fix's): git apply bench/results/2026-12-07_s54d_prep_q_div.patch
-# Then (H100; carry [".whl", ".kcache"]): BUDGET=560 OSCARKV_COMMIT=<HEAD> bash bench/calls/run_gpu_s54d.sh
+# Then (H100; the carry limit is 64 MiB with the tree, so only these libraries (11 MB each) and A's source:
+#   carry [".whl", ".kcache/9f6dfce5ca7e34b8", ".kcache/e00d948624e6ac43", ".kcache/s54d_tree.cu"]):
+#   BUDGET=560 OSCARKV_COMMIT=<HEAD> bash bench/calls/run_gpu_s54d.sh
 # prep_q without the IEEE division's slow path on the padding heads' lanes (s54c's Nsight profile: every INT2 warp
 # called it, 127 / 0, right after the PDL wait; 4.4% of the 32K batch-1 call's stall samples): A = the previous
 # kernel, B = the patched tree, alternating at 32K and 128K batch 1 (the plan's variants 4 and 7), two rounds; then,
