@@ -23,6 +23,7 @@ B=$PWD/.kcache/s54d_fix.cu
 C=$PWD/.kcache/s55_hp.cu
 (export OSCARKV_KERNEL_SRC=$C; kernel_tests 150)
 SPL="--sweep-splits 32768x1=2+14,32768x1=1+15,131072x1=2+31,131072x1=1+32"
+# (src_ab names its two sources A and B: hp_A<r>.log is B here, hp_B<r>.log is C)
 src_ab 32768x1 4,7 hp 200 "$B" "$C" 2 "$SPL"
 for who in B C; do
   src=$B; [ $who = C ] && src=$C
