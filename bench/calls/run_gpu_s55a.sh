@@ -1,6 +1,6 @@
 #!/bin/bash
 # Written in the fifty-fifth session (no device time left in it), for the call after run_gpu_s54d.sh. H100; carry
-# [".whl", ".kcache/e00d948624e6ac43", ".kcache/afc6abd1701e96d0", ".kcache/s54d_fix.cu", ".kcache/s55_hp.cu"] and
+# [".whl", ".kcache/e00d948624e6ac43", ".kcache/54eb726ee9b6c9a6", ".kcache/s54d_fix.cu", ".kcache/s55_hp.cu"] and
 # the tree's own library if the tree is not s54d_fix's text (a8456fc: ".kcache/9f6dfce5ca7e34b8"); 64 MiB in all with
 # the tree. The libraries (built on the CPU machine, keyed by the source's text) are those of:
 #   .kcache/s54d_fix.cu = a8456fc's kernel + bench/results/2026-12-07_s54d_prep_q_div.patch            (B)
