@@ -58,6 +58,7 @@ EVICT = True  # CudaDecodeConfig.l2_evict_first of our kernel (--no-evict-first)
 CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
+HP_PER_WARP = None  # CudaDecodeConfig.hp_tiles_per_warp of our kernel (--hp-tiles-per-warp; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 SCALE = "float16"  # our pools' QuantConfig.scale_dtype (--scale-dtype; "log8": one byte each of scale and zero)
 
@@ -100,8 +101,9 @@ def variant_spec(x):
 def ours_config(var, **kw):
     """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
     v = None if var is None else variant_spec(var)
-    return CudaDecodeConfig(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
-                            poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES, **kw)
+    return CudaDecodeConfig(**{**dict(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
+                                      poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES,
+                                      hp_tiles_per_warp=HP_PER_WARP), **kw})
 
 
 L2_BYTES = 60 << 20
@@ -637,7 +639,7 @@ def check_accuracy(dev):
 
 # ---------------------------------------------------------------------------------------------- main
 def main():
-    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, SCALE
+    global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, SCALE, HP_PER_WARP
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -664,6 +666,9 @@ def main():
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
                     "default: the plan's rule)")
+    ap.add_argument("--hp-tiles-per-warp", type=count, default=None,
+                    help="CudaDecodeConfig.hp_tiles_per_warp of our kernel: BF16-tier tiles per warp, which sets the "
+                    "plan's BF16-tier split count (and so its INT2 count; default: the plan's rule)")
     ap.add_argument("--cta-order", default="auto", choices=["auto", "split", "sequence"],
                     help="CudaDecodeConfig.cta_order for our kernel (auto = None)")
     ap.add_argument("--sweep", action="store_true", help="first time the CUDA kernel's variants and split counts")
@@ -730,6 +735,7 @@ def main():
     CTA_ORDER = None if a.cta_order == "auto" else a.cta_order
     POLL_MERGE = a.poll_merge
     MERGE_SLICES = a.merge_slices
+    HP_PER_WARP = a.hp_tiles_per_warp
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Written in the fifty-fifth session (no device time left in it), for the call after run_gpu_s54d.sh. H100; carry
-# [".whl", ".kcache/e00d948624e6ac43", ".kcache/54eb726ee9b6c9a6", ".kcache/s54d_fix.cu", ".kcache/s55_hp.cu"] and
-# the tree's own library if the tree is not s54d_fix's text (a8456fc: ".kcache/9f6dfce5ca7e34b8"); 64 MiB in all with
-# the tree. The libraries (built on the CPU machine, keyed by the source's text) are those of:
-#   .kcache/s54d_fix.cu = a8456fc's kernel + bench/results/2026-12-07_s54d_prep_q_div.patch            (B)
+# [".whl", ".kcache/41f21771678a3739", ".kcache/9868511cddb495f9", ".kcache/s54d_fix.cu", ".kcache/s55_hp.cu"] and
+# the tree (64 MiB in all with it) with the s54d patch applied (`git apply bench/results/2026-12-07_s54d_prep_q_div.patch`,
+# as run_gpu_s54d.sh leaves it: then the tree's library is B's; otherwise start_call builds the tree's there,
+# ~1 min). The libraries (built on the CPU machine, keyed by the source's text) are those of:
+#   .kcache/s54d_fix.cu = main's kernel + bench/results/2026-12-07_s54d_prep_q_div.patch            (B)
 #   .kcache/s55_hp.cu   = the same + bench/results/2026-12-07_s55_hp_vec.patch's kernel part           (C)
 # (rebuild: for f in s54d_fix s55_hp; do OSCARKV_KERNEL_SRC=$PWD/.kcache/$f.cu OSCARKV_KERNEL_CACHE=$PWD/.kcache \
 #    python -c "from oscarkv.kernels import cuda_ops; cuda_ops.build()"; done)

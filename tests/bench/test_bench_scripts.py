@@ -317,6 +317,7 @@ def test_bench_decode_lists_are_checked_when_read():
                       (["--diag", "131072x1"], "argument --diag: '131072x1' is not LxB:X"),
                       (["--sweep-scales", "0,1"], "argument --sweep-scales: '0' is not a positive number"),
                       (["--probe-modes", "1,9"], "argument --probe-modes: probe mode '9' is unknown"),
+                      (["--hp-tiles-per-warp", "0"], "argument --hp-tiles-per-warp: invalid count value: '0'"),
                       (["--also-log8"], "need the CUDA kernels"), (["--scale-dtype", "log8"], "drop --smoke")):
         r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", *args],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -396,3 +397,18 @@ def test_mma_sass_names_native_and_emulated_mmas():
     assert "HMMA.16816.F32" in fp8 and any(o.startswith("F2FP") for o in fp8) and not any("QMMA" in o for o in fp8)
     with pytest.raises(SystemExit, match="unknown --types"):
         ms.sass_of("f32.bf16.e4m3.f32", "sm_90a")
+
+
+def test_bench_decode_config_takes_the_plan_knobs():
+    """ours_config: the command line's knobs (here --hp-tiles-per-warp, the plan's BF16-tier rule input) reach
+    CudaDecodeConfig, and a keyword of the caller (the fixed-cost diagnosis' per-warp sweep) overrides them."""
+    bd = bench_module("bench_decode")
+    old = bd.HP_PER_WARP
+    try:
+        assert bd.ours_config(4).hp_tiles_per_warp is None  # the plan's rule
+        bd.HP_PER_WARP = 3
+        c = bd.ours_config("7")
+        assert (c.variant, c.hp_tiles_per_warp, c.early_reads) == (7, 3, bd.EARLY)
+        assert bd.ours_config(None, hp_tiles_per_warp=1).hp_tiles_per_warp == 1
+    finally:
+        bd.HP_PER_WARP = old

@@ -1299,6 +1299,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   auto opart_at = [&](int s, int i4) {  // slot s's float4 output i4
     return __ldcg(reinterpret_cast<const float4*>(obase + (int64_t)s * G * D + i4 * 4));
   };
+  auto lse_of = [&](int s, int h) { return __ldcg(lbase + s * G + h); };  // slot s's LSE of head h
   auto addw = [&](float4& acc, float wt, const float4& v) {  // wt = 0 for empty splits, whose partial is 0
     acc.x += wt * v.x;
     acc.y += wt * v.y;
@@ -1366,7 +1367,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
             const bool ok = j0 + j < nn;
             const int s = ok ? sm_list[j0 + j] : 0;
             v[j] = ok ? opart_at(s, i4) : make_float4(0.f, 0.f, 0.f, 0.f);
-            ls[j] = ok ? __ldcg(lbase + s * G + h) : -INFINITY;
+            ls[j] = ok ? lse_of(s, h) : -INFINITY;
           }
           float m2 = mx[k];
 #pragma unroll
@@ -1457,7 +1458,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
   const bool active = grp < ngrp && item0 < nit;
   // the LSEs of this warp's first head (h = warp; splits lane and lane + 32), issued before the partial outputs:
   // the weights below wait for them, the sums only later for the outputs
-  const auto lse_at = [&](int s, int h) { return s < NSb ? __ldcg(lbase + s * G + h) : -INFINITY; };
+  const auto lse_at = [&](int s, int h) { return s < NSb ? lse_of(s, h) : -INFINITY; };
   float v0 = -INFINITY, v1 = -INFINITY;
   if (warp < G) {
     v0 = lse_at(lane, warp);
@@ -1484,7 +1485,7 @@ __global__ void __launch_bounds__(NWARP * 32, MINB) int2_decode_kernel(const Dec
     bool nan = isnan(v0) || isnan(v1);  // fmaxf drops NaN: a NaN lse must make the whole head NaN (issue 11)
 #pragma unroll 1
     for (int s = lane + 64; s < NSb; s += 32) {
-      const float v = __ldcg(lbase + s * G + h);
+      const float v = lse_of(s, h);
       w[s * G + h] = v;
       mx = fmaxf(mx, v);
       nan |= isnan(v);
