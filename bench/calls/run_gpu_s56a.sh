@@ -38,7 +38,7 @@ abc() {  # round $1: A and B at today's split counts, C at both (the points are 
   (export OSCARKV_KERNEL_SRC=$B; variant_sweep 32768x1 4,7 "abc_B$1" 20 "$OLD")
   (export OSCARKV_KERNEL_SRC=$C; variant_sweep 32768x1 4,7 "abc_C$1" 20 "$NEW")
 }
-[ $(left) -gt 300 ] && abc 1
+[ $(left) -gt 120 ] && abc 1  # (first: the A / B / C question, before the rows, should the call be short)
 src=$C; hpw="--hp-tiles-per-warp 3"
 [ $W = B ] && src=$B && hpw=""
 export OSCARKV_KERNEL_SRC=$src
