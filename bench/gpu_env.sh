@@ -61,6 +61,14 @@ issue7_rows() {
     --batches "$2" ${4:-} --out "$OUT/${T}_$3.json" > "$OUT/${T}_$3.log" 2>&1
   t "$3 rc=$?"; grep -E "^L=|copy bandwidth|rror" "$OUT/${T}_$3.log" | cut -c1-420  # (420: --also-log8's column too)
 }
+# the paged-cache (CUDA graphs, generate) and vLLM-shaped GPU tests within $1 seconds, into
+# $OUT/${T}_tests_gpu$2.log ($2: a file suffix, e.g. _C, also named in the printed line)
+paged_tests() {
+  timeout "$1" python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py tests/vllm/test_gpu_vllm_shapes.py \
+    -rs > "$OUT/${T}_tests_gpu${2:-}.log" 2>&1
+  t "paged + vLLM GPU tests${2:+ (${2#_})} rc=$?"; tail -1 "$OUT/${T}_tests_gpu${2:-}.log"
+  grep -E "^FAILED|Error" "$OUT/${T}_tests_gpu${2:-}.log" | head -5
+}
 # the log8-record GPU tests (kernels, the CUDA-graph paged cache, the vLLM backend's log8 pages) within $1 seconds
 # (default 200), into $OUT/${T}_tests_log8.log
 log8_tests() {

@@ -25,11 +25,7 @@ start_call
 src_ab 32768x1,131072x1 4,7 div 330 "$PWD/.kcache/s54d_tree.cu" tree 2
 [ $(left) -gt 180 ] && kernel_tests 150
 [ $(left) -gt 150 ] && issue7_rows 131072,32768 32,1 key "--also-log8 --read-floor 131072x1,32768x1"
-if [ $(left) -gt 80 ]; then
-  timeout $(( $(left) - 50 )) python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py \
-    tests/vllm/test_gpu_vllm_shapes.py -rs > "$OUT/${T}_tests_gpu.log" 2>&1
-  t "paged + vLLM GPU tests rc=$?"; tail -1 "$OUT/${T}_tests_gpu.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests_gpu.log" | head -5
-fi
+[ $(left) -gt 80 ] && paged_tests $(( $(left) - 50 ))
 [ $(left) -gt 45 ] && log8_tests $(( $(left) - 15 ))
 t done
 pack_out

@@ -30,11 +30,6 @@ for who in B C; do
   src=$B; [ $who = C ] && src=$C
   [ $(left) -gt 150 ] && (export OSCARKV_KERNEL_SRC=$src; diag_points "32768x1:4,131072x1:7" $who 120)
 done
-if [ $(left) -gt 60 ]; then
-  (export OSCARKV_KERNEL_SRC=$C
-   timeout $(( $(left) - 20 )) python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py \
-     tests/vllm/test_gpu_vllm_shapes.py -rs > "$OUT/${T}_tests_gpu.log" 2>&1
-   t "paged + vLLM GPU tests (C) rc=$?"; tail -1 "$OUT/${T}_tests_gpu.log"; grep -E "^FAILED|Error" "$OUT/${T}_tests_gpu.log" | head -5)
-fi
+[ $(left) -gt 60 ] && (export OSCARKV_KERNEL_SRC=$C; paged_tests $(( $(left) - 20 )) _C)
 t done
 pack_out

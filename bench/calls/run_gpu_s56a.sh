@@ -44,12 +44,7 @@ src=$C; hpw="--hp-tiles-per-warp 3"
 export OSCARKV_KERNEL_SRC=$src
 [ $W = B ] && [ $(left) -gt 200 ] && kernel_tests 150  # B's own tests when C's failed
 [ $(left) -gt 170 ] && issue7_rows 131072,32768 32,1 "key_$W" "--also-log8 --read-floor 131072x1,32768x1 $hpw"
-if [ $(left) -gt 90 ]; then
-  timeout $(( $(left) - 40 )) python3 -m pytest -q -p no:cacheprovider tests/cache/test_gpu_paged.py \
-    tests/vllm/test_gpu_vllm_shapes.py -rs > "$OUT/${T}_tests_gpu_$W.log" 2>&1
-  t "paged + vLLM GPU tests ($W) rc=$?"; tail -1 "$OUT/${T}_tests_gpu_$W.log"
-  grep -E "^FAILED|Error" "$OUT/${T}_tests_gpu_$W.log" | head -5
-fi
+[ $(left) -gt 90 ] && paged_tests $(( $(left) - 40 )) "_$W"
 [ $(left) -gt 45 ] && log8_tests $(( $(left) - 15 > 60 ? 60 : $(left) - 15 ))
 unset OSCARKV_KERNEL_SRC
 [ $(left) -gt 110 ] && abc 2
