@@ -59,6 +59,7 @@ CTA_ORDER = None  # CudaDecodeConfig.cta_order of our kernel (--cta-order)
 POLL_MERGE = False  # CudaDecodeConfig.poll_merge of our kernel (--poll-merge)
 MERGE_SLICES = None  # CudaDecodeConfig.merge_slices of our kernel (--merge-slices; None: the plan's rule)
 HP_PER_WARP = None  # CudaDecodeConfig.hp_tiles_per_warp of our kernel (--hp-tiles-per-warp; None: the plan's rule)
+VARIANT = None  # CudaDecodeConfig.variant of our kernel where a caller names none (--variant; None: the plan's rule)
 SEQUENTIAL = False  # our INT2 block ids in pool order instead of a random permutation (--sequential)
 SCALE = "float16"  # our pools' QuantConfig.scale_dtype (--scale-dtype; "log8": one byte each of scale and zero)
 
@@ -99,8 +100,9 @@ def variant_spec(x):
 
 
 def ours_config(var, **kw):
-    """CudaDecodeConfig of our kernel for a variant spec (None, a number or a variant_spec string)."""
-    v = None if var is None else variant_spec(var)
+    """CudaDecodeConfig of our kernel for a variant spec (None: --variant's, else the plan's rule; a number or a
+    variant_spec string)."""
+    v = VARIANT if var is None else variant_spec(var)
     return CudaDecodeConfig(**{**dict(variant=v, early_reads=EARLY, l2_evict_first=EVICT, cta_order=CTA_ORDER,
                                       poll_merge=POLL_MERGE, merge_slices=MERGE_SLICES,
                                       hp_tiles_per_warp=HP_PER_WARP), **kw})
@@ -640,6 +642,7 @@ def check_accuracy(dev):
 # ---------------------------------------------------------------------------------------------- main
 def main():
     global HQ, HKV, D, SINK, RECENT, EARLY, EVICT, SEQUENTIAL, CTA_ORDER, POLL_MERGE, MERGE_SLICES, SCALE, HP_PER_WARP
+    global VARIANT
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_results.json")
     ap.add_argument("--head-dim", type=int, default=128)
@@ -666,6 +669,9 @@ def main():
     ap.add_argument("--poll-merge", action="store_true", help="CudaDecodeConfig.poll_merge=True for our kernel")
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
                     "default: the plan's rule)")
+    ap.add_argument("--variant", type=variant_spec, default=None,
+                    help="CudaDecodeConfig.variant of our kernel in the table rows (default: the plan's rule; the "
+                    "plan's split counts follow the variant's CTAs per SM); --sweep names its own")
     ap.add_argument("--hp-tiles-per-warp", type=count, default=None,
                     help="CudaDecodeConfig.hp_tiles_per_warp of our kernel: BF16-tier tiles per warp, which sets the "
                     "plan's BF16-tier split count (and so its INT2 count; default: the plan's rule)")
@@ -736,10 +742,14 @@ def main():
     POLL_MERGE = a.poll_merge
     MERGE_SLICES = a.merge_slices
     HP_PER_WARP = a.hp_tiles_per_warp
+    VARIANT = a.variant
     if not SMOKE:
         from oscarkv.kernels import cuda_ops
 
         cuda_ops.USE_PDL = bool(a.pdl)
+        if a.variant is not None and not cuda_ops.variant_built(torch.bfloat16, D, a.variant, int(SCALE == "log8")):
+            ap.exit(2, f"bench_decode.py: --variant {a.variant}: the kernel library has no such variant at head_dim {D} "
+                       "(CudaDecodeConfig.variant lists them)\n")
     if SMOKE:
         HQ, HKV, SINK, RECENT = 4, 1, 16, 32
     t_start = time.time()

@@ -318,6 +318,7 @@ def test_bench_decode_lists_are_checked_when_read():
                       (["--sweep-scales", "0,1"], "argument --sweep-scales: '0' is not a positive number"),
                       (["--probe-modes", "1,9"], "argument --probe-modes: probe mode '9' is unknown"),
                       (["--hp-tiles-per-warp", "0"], "argument --hp-tiles-per-warp: invalid count value: '0'"),
+                      (["--variant", "v7"], "argument --variant: invalid variant_spec value: 'v7'"),
                       (["--also-log8"], "need the CUDA kernels"), (["--scale-dtype", "log8"], "drop --smoke")):
         r = subprocess.run([sys.executable, str(BENCH / "bench_decode.py"), "--smoke", *args],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -400,8 +401,9 @@ def test_mma_sass_names_native_and_emulated_mmas():
 
 
 def test_bench_decode_config_takes_the_plan_knobs():
-    """ours_config: the command line's knobs (here --hp-tiles-per-warp, the plan's BF16-tier rule input) reach
-    CudaDecodeConfig, and a keyword of the caller (the fixed-cost diagnosis' per-warp sweep) overrides them."""
+    """ours_config: the command line's knobs (here --hp-tiles-per-warp, the plan's BF16-tier rule input, and --variant)
+    reach CudaDecodeConfig, and a keyword or variant of the caller (the fixed-cost diagnosis' per-warp sweep, a sweep's
+    variants) overrides them."""
     bd = bench_module("bench_decode")
     old = bd.HP_PER_WARP
     try:
@@ -410,5 +412,8 @@ def test_bench_decode_config_takes_the_plan_knobs():
         c = bd.ours_config("7")
         assert (c.variant, c.hp_tiles_per_warp, c.early_reads) == (7, 3, bd.EARLY)
         assert bd.ours_config(None, hp_tiles_per_warp=1).hp_tiles_per_warp == 1
+        assert bd.ours_config(None).variant is None  # the plan's rule
+        bd.VARIANT = 6  # --variant: the table rows' variant where the caller names none; a sweep's own wins
+        assert (bd.ours_config(None).variant, bd.ours_config(4).variant) == (6, 4)
     finally:
-        bd.HP_PER_WARP = old
+        bd.HP_PER_WARP, bd.VARIANT = old, None
