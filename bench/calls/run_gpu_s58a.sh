@@ -10,11 +10,16 @@
 # (30.3-30.6 us today), against which 5 / 6 were not timed. 128K batch 1 needs <= 30.1 us for 6x FlashInfer BF16,
 # 32K batch 1 <= 13.3 for 4x. Two rounds of the sweep (variants 4 / 5 / 6 / 7 at 32K 2 + 14 / 1 + 15 and 128K 2 + 31 /
 # 2 + 14 / 1 + 15), then issue 7's batch-1 rows with every peer on the faster 16-warp variant of each context
-# (bench_decode --variant: the plan's split counts for it), then the GPU kernel tests.
+# (bench_decode --variant: the plan's split counts for it), then the GPU kernel tests. On an H200 issue 7's rows on the
+# plan as it stands come first.
 set -u
 T="$(date +%Y-%m-%d)_${TAG:-s58a}"
 source bench/gpu_env.sh
 start_call
+# on an H200 (not run with main's kernel since the thirty-fifth session; issue 7's table was measured there) first
+# issue 7's rows on the plan as it stands
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && \
+  issue7_rows 131072,32768 32,1 key_h200 "--also-log8 --read-floor 131072x1,32768x1"
 PTS="--sweep-splits 32768x1=2+14,32768x1=1+15,131072x1=2+31,131072x1=2+14,131072x1=1+15"
 for r in 1 2; do variant_sweep 32768x1 4,5,6,7 "w16_$r" 20 "$PTS"; done
 # the faster of variants 5 / 6 at context $1: the lowest time of any of its lines in either round ("sweep L=... B=1
