@@ -670,8 +670,9 @@ def main():
     ap.add_argument("--merge-slices", type=int, default=None, help="CudaDecodeConfig.merge_slices of our kernel (1-8; "
                     "default: the plan's rule)")
     ap.add_argument("--variant", type=variant_spec, default=None,
-                    help="CudaDecodeConfig.variant of our kernel in the table rows (default: the plan's rule; the "
-                    "plan's split counts follow the variant's CTAs per SM); --sweep names its own")
+                    help="CudaDecodeConfig.variant of our kernel wherever a mode names none: the table rows (ours, "
+                    "ours_log8, ours_alt) and --capacity-plan (default: the plan's rule; the plan's split counts "
+                    "follow the variant's CTAs per SM); --sweep and --probe name their own")
     ap.add_argument("--hp-tiles-per-warp", type=count, default=None,
                     help="CudaDecodeConfig.hp_tiles_per_warp of our kernel: BF16-tier tiles per warp, which sets the "
                     "plan's BF16-tier split count (and so its INT2 count; default: the plan's rule)")
