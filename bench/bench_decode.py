@@ -748,7 +748,7 @@ def main():
         from oscarkv.kernels import cuda_ops
 
         cuda_ops.USE_PDL = bool(a.pdl)
-        if a.variant is not None and not cuda_ops.variant_built(torch.bfloat16, D, a.variant, int(SCALE == "log8")):
+        if a.variant is not None and not cuda_ops.variant_built(torch.bfloat16, D, a.variant, cuda_ops.SCALE_FORMATS[SCALE]):
             ap.exit(2, f"bench_decode.py: --variant {a.variant}: the kernel library has no such variant at head_dim {D} "
                        "(CudaDecodeConfig.variant lists them)\n")
     if SMOKE:

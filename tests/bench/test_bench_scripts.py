@@ -405,7 +405,7 @@ def test_bench_decode_config_takes_the_plan_knobs():
     reach CudaDecodeConfig, and a keyword or variant of the caller (the fixed-cost diagnosis' per-warp sweep, a sweep's
     variants) overrides them."""
     bd = bench_module("bench_decode")
-    old = bd.HP_PER_WARP
+    old = bd.HP_PER_WARP, bd.VARIANT
     try:
         assert bd.ours_config(4).hp_tiles_per_warp is None  # the plan's rule
         bd.HP_PER_WARP = 3
@@ -416,4 +416,4 @@ def test_bench_decode_config_takes_the_plan_knobs():
         bd.VARIANT = 6  # --variant: the table rows' variant where the caller names none; a sweep's own wins
         assert (bd.ours_config(None).variant, bd.ours_config(4).variant) == (6, 4)
     finally:
-        bd.HP_PER_WARP, bd.VARIANT = old, None
+        bd.HP_PER_WARP, bd.VARIANT = old
