@@ -1,7 +1,9 @@
 #!/bin/bash
-# For the next session (fifty-eighth), H100 or H200: carry [".whl", ".kcache/45dc6da2faedfb22"] (main's library, built
-# on the CPU machine with `OSCARKV_KERNEL_CACHE=$PWD/.kcache .venv/bin/python -c "from oscarkv.kernels import cuda_ops;
-# cuda_ops.build()"`; check that the key printed by the first line here is the carried one):
+# Prepared in the fifty-seventh session; not run in the fifty-eighth (six requests got no machine, 901 s of device
+# time, then new loans were paused). For the next session, H100 or H200: carry [".whl", ".kcache/45dc6da2faedfb22"]
+# (main's library, built on the CPU machine with `OSCARKV_KERNEL_CACHE=$PWD/.kcache .venv/bin/python -c "from
+# oscarkv.kernels import cuda_ops; cuda_ops.build()"`; check that the key printed by the first line here is the carried
+# one):
 #   BUDGET=540 OSCARKV_COMMIT=<HEAD> bash bench/calls/run_gpu_s58a.sh
 # Question: do the 16-warp CTAs (variants 5 / 6: one CTA per SM, 4- / 8-deep rings, half the splits of 4 / 7, so the
 # last CTA merges 16 partials instead of 33) beat the plan's 8-warp variants at batch 1 since the lean end (fifty-third
