@@ -1,6 +1,7 @@
 #!/bin/bash
 # Prepared in the fifty-seventh session; not run in the fifty-eighth (six requests got no machine, 901 s of device
-# time, then new loans were paused) nor in the fifty-ninth (loans paused from its start: no request made). For the next session, H100 or H200: carry [".whl", ".kcache/45dc6da2faedfb22"]
+# time, then new loans were paused) nor in the fifty-ninth (loans paused from its start: no request made). For the
+# next session, H100 or H200: carry [".whl", ".kcache/45dc6da2faedfb22"]
 # (main's library, built on the CPU machine with `OSCARKV_KERNEL_CACHE=$PWD/.kcache .venv/bin/python -c "from
 # oscarkv.kernels import cuda_ops; cuda_ops.build()"`; check that the key printed by the first line here is the carried
 # one):
